@@ -1,0 +1,58 @@
+# pi-hindsight — one entry point for everything.
+#   make demo   install what is needed, start a local Hindsight, show memory carrying across Pi sessions
+#   make test   install what is needed and run every test (Python + TypeScript shim)
+#   make check  format check, lint, strict types, then the tests (what CI runs)
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+NODE_STAMP := node_modules/.installed-stamp
+# torch first and pinned: on these machines 2.13.0 is a CPU wheel on local disk; an unpinned torch
+# would pull a multi-GB CUDA build.
+TORCH  := torch==2.13.0
+
+.PHONY: install demo test check lint format types test-python test-shim bench clean
+
+install: $(STAMP) $(NODE_STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[server,dev]'
+	touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+demo: install
+	$(PY) scripts/demo.py
+
+test: install test-python test-shim
+
+test-python: install
+	$(PY) -m pytest
+
+test-shim: install
+	npm test --silent
+
+lint: install
+	$(PY) -m ruff format --check src tests bench scripts
+	$(PY) -m ruff check src tests bench scripts
+
+types: install
+	$(PY) -m mypy
+	npm run --silent typecheck
+
+format: install
+	$(PY) -m ruff format src tests bench scripts
+	$(PY) -m ruff check --fix src tests bench scripts
+
+check: lint types test
+
+bench: install
+	$(PY) bench/sidecar_latency.py
+
+clean:
+	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,293 @@
+/**
+ * The shim inside the real Pi binary (node_modules/.bin/pi, pinned 0.73.1), with the fake sidecar
+ * (fixtures/fake-sidecar.mjs) and a fake OpenAI-compatible model, all offline.
+ */
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+import { type FakeModel, type Json, messageText, REPLY_TEXT, startFakeModel, TOOL_PROMPT } from "./helpers/fake-model.ts";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const PI = join(ROOT, "node_modules", ".bin", "pi");
+const SHIM_DIR = join(ROOT, "src", "pi_hindsight", "shim");
+const FAKE_SIDECAR = join(ROOT, "shim-tests", "fixtures", "fake-sidecar.mjs");
+const MEMORY = 'Remembered: the user likes "tabs"\nand\tnewlines ☃ \u2028 end';
+
+interface Setup {
+	agentDir: string;
+	cwd: string;
+	sidecarLog: string;
+}
+
+const tempDirs: string[] = [];
+
+/** A fresh agent dir with the provider config and the extension installed as `pi-hindsight setup` would. */
+function setUp(model: FakeModel, python: string = process.execPath): Setup {
+	const base = mkdtempSync(join(tmpdir(), "shim-pi-"));
+	tempDirs.push(base);
+	const agentDir = join(base, "agent");
+	const extDir = join(agentDir, "extensions", "pi-hindsight");
+	const cwd = join(base, "project");
+	mkdirSync(extDir, { recursive: true });
+	mkdirSync(cwd);
+	for (const name of readdirSync(SHIM_DIR)) {
+		if (name.endsWith(".ts") || name === "package.json") copyFileSync(join(SHIM_DIR, name), join(extDir, name));
+	}
+	writeFileSync(join(extDir, "sidecar.json"), JSON.stringify({ python, args: [FAKE_SIDECAR] }));
+	const provider = {
+		baseUrl: `http://127.0.0.1:${model.port}/v1`,
+		api: "openai-completions",
+		apiKey: "x",
+		compat: { supportsDeveloperRole: false, supportsReasoningEffort: false },
+		models: [{ id: "local-model", contextWindow: 32000, maxTokens: 1024 }],
+	};
+	writeFileSync(join(agentDir, "models.json"), JSON.stringify({ providers: { local: provider } }));
+	writeFileSync(join(agentDir, "settings.json"), JSON.stringify({ defaultProvider: "local", defaultModel: "local-model" }));
+	return { agentDir, cwd, sidecarLog: join(base, "sidecar.jsonl") };
+}
+
+interface PiRun {
+	code: number | null;
+	stdout: string;
+	stderr: string;
+	ms: number;
+}
+
+function piEnv(setup: Setup, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+	const env: NodeJS.ProcessEnv = { ...process.env, PI_CODING_AGENT_DIR: setup.agentDir, PI_OFFLINE: "1", FAKE_SIDECAR_LOG: setup.sidecarLog, ...extra };
+	delete env.PI_HINDSIGHT_PYTHON;
+	return env;
+}
+
+function runPi(setup: Setup, args: string[], extraEnv: NodeJS.ProcessEnv = {}): Promise<PiRun> {
+	const started = Date.now();
+	const child = spawn(PI, args, { cwd: setup.cwd, env: piEnv(setup, extraEnv), stdio: ["ignore", "pipe", "pipe"] });
+	let stdout = "";
+	let stderr = "";
+	child.stdout.setEncoding("utf8").on("data", (text: string) => (stdout += text));
+	child.stderr.setEncoding("utf8").on("data", (text: string) => (stderr += text));
+	return new Promise((resolve, reject) => {
+		const timer = setTimeout(() => {
+			child.kill("SIGKILL");
+			reject(new Error(`pi did not exit within 30 s\nstdout: ${stdout}\nstderr: ${stderr}`));
+		}, 30_000);
+		child.on("close", (code) => {
+			clearTimeout(timer);
+			resolve({ code, stdout, stderr, ms: Date.now() - started });
+		});
+	});
+}
+
+type Logged = { event?: string; pid?: number; method?: string; id?: number; params?: Json };
+
+function sidecarLog(setup: Setup): Logged[] {
+	if (!existsSync(setup.sidecarLog)) return [];
+	return readFileSync(setup.sidecarLog, "utf8")
+		.split("\n")
+		.filter((line) => line !== "")
+		.map((line) => JSON.parse(line) as Logged);
+}
+
+function assertGone(pid: number | undefined): void {
+	assert.ok(pid !== undefined, "the fake sidecar logged its pid");
+	assert.throws(() => process.kill(pid, 0), /ESRCH/, "the sidecar is not left running");
+}
+
+describe("pi with the shim", { timeout: 120_000 }, () => {
+	let model: FakeModel;
+	before(async () => {
+		assert.ok(existsSync(PI), `run npm install first: ${PI} is missing`);
+		model = await startFakeModel();
+	});
+	after(async () => {
+		await model.close();
+		for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+	});
+
+	it("places the memory right after the user message, confirms delivery and exits promptly", async () => {
+		const setup = setUp(model);
+		const first = model.requests.length;
+		const run = await runPi(setup, ["-p", "hello"]);
+		assert.equal(run.code, 0, run.stderr);
+		assert.equal(run.stdout.trim(), REPLY_TEXT);
+		assert.ok(run.ms < 15_000, `pi took ${run.ms} ms`);
+
+		const requests = model.requests.slice(first);
+		assert.equal(requests.length, 1);
+		const messages = (requests[0]?.messages ?? []) as Json[];
+		const userIndex = messages.findIndex((m) => m.role === "user" && messageText(m) === "hello");
+		assert.ok(userIndex >= 0, "the user message was sent");
+		const next = messages[userIndex + 1];
+		assert.equal(next?.role, "user", "the memory message is sent as a user-role message");
+		assert.equal(messageText(next), MEMORY, "…right after the user message, verbatim");
+
+		const log = sidecarLog(setup);
+		const methods = log.map((m) => m.method ?? m.event);
+		assert.deepEqual(methods, ["started", "initialize", "prepareMemory", "confirmDelivery", "turnCompleted", "shutdown"]);
+		const byMethod = (method: string): Json => log.find((m) => m.method === method)?.params ?? {};
+		const init = byMethod("initialize");
+		assert.equal(init.protocolVersion, 1);
+		assert.equal(init.cwd, setup.cwd);
+		assert.equal(init.hasUI, false);
+		assert.equal(init.reason, "startup");
+		assert.equal(init.piVersion, "0.73.1");
+		assert.match(String(init.sessionId), /^[0-9a-f-]{36}$/);
+		const prepare = byMethod("prepareMemory");
+		assert.equal(prepare.prompt, "hello");
+		assert.equal(prepare.sessionId, init.sessionId);
+		const confirm = byMethod("confirmDelivery");
+		assert.equal(confirm.requestId, prepare.requestId);
+		assert.equal(confirm.confirmed, true);
+		assert.ok(typeof confirm.payloadBytes === "number" && confirm.payloadBytes > 0);
+		const turn = byMethod("turnCompleted");
+		assert.equal(turn.requestId, prepare.requestId);
+		const turnMessages = turn.messages as Json[];
+		assert.ok(turnMessages.some((m) => m.role === "custom" && m.customType === "hindsight-memory"), "agent_end's messages, as Pi gives them");
+		assert.ok(turnMessages.some((m) => m.role === "assistant"));
+		assert.deepEqual(byMethod("shutdown"), { reason: "quit" });
+		assertGone(log[0]?.pid);
+	});
+
+	it("registers the sidecar's tools and routes calls to it", async () => {
+		const setup = setUp(model);
+		const first = model.requests.length;
+		const run = await runPi(setup, ["-p", TOOL_PROMPT]);
+		assert.equal(run.code, 0, run.stderr);
+		const requests = model.requests.slice(first);
+		assert.equal(requests.length, 2, "one tool call, then the answer");
+		assert.ok(JSON.stringify(requests[0]?.tools).includes('"hindsight_echo"'));
+		const toolCall = sidecarLog(setup).find((m) => m.method === "toolCall");
+		assert.deepEqual(
+			{ name: toolCall?.params?.name, params: toolCall?.params?.params, toolCallId: toolCall?.params?.toolCallId },
+			{ name: "hindsight_echo", params: { text: "hi" }, toolCallId: "call_1" },
+		);
+		const toolResult = ((requests[1]?.messages ?? []) as Json[]).find((m) => m.role === "tool");
+		assert.equal(messageText(toolResult), "echo: hi");
+		// Only the first provider call of a request is checked.
+		assert.equal(sidecarLog(setup).filter((m) => m.method === "confirmDelivery").length, 1);
+	});
+
+	it("runs a sidecar command without a model call", async () => {
+		const setup = setUp(model);
+		const first = model.requests.length;
+		const run = await runPi(setup, ["-p", "/hindsight-test some args"]);
+		assert.equal(run.code, 0, run.stderr);
+		assert.equal(model.requests.length, first, "no model call");
+		const command = sidecarLog(setup).find((m) => m.method === "command");
+		assert.equal(command?.params?.name, "hindsight-test");
+		assert.equal(command?.params?.args, "some args");
+		assert.equal(command?.params?.hasUI, false);
+		// Pi's print mode routes process.stdout.write to stderr to protect its own output.
+		assert.match(run.stdout + run.stderr, /ran \/hindsight-test some args/);
+	});
+
+	it("fails open when the interpreter does not exist", async () => {
+		const setup = setUp(model, "/nonexistent/bin/python3");
+		const first = model.requests.length;
+		const run = await runPi(setup, ["-p", "hello"]);
+		assert.equal(run.code, 0, run.stderr);
+		assert.equal(run.stdout.trim(), REPLY_TEXT);
+		assert.ok(run.ms < 15_000, `pi took ${run.ms} ms`);
+		const warnings = run.stderr.split("\n").filter((line) => line.startsWith("[hindsight]"));
+		assert.equal(warnings.length, 1, `exactly one warning:\n${run.stderr}`);
+		assert.match(warnings[0] ?? "", /memory is off.*ENOENT/);
+		const messages = (model.requests[first]?.messages ?? []) as Json[];
+		assert.ok(!JSON.stringify(messages).includes("Remembered"), "no memory without a sidecar");
+	});
+
+	it("fails open with the setup hint when sidecar.json is missing", async () => {
+		const setup = setUp(model);
+		const extDir = join(setup.agentDir, "extensions", "pi-hindsight");
+		writeFileSync(join(extDir, "sidecar.json"), "{}");
+		const run = await runPi(setup, ["-p", "hello"]);
+		assert.equal(run.code, 0, run.stderr);
+		assert.equal(run.stdout.trim(), REPLY_TEXT);
+		assert.match(run.stderr, /\[hindsight\] pi-hindsight: run `pi-hindsight setup`/);
+	});
+
+	it("fails open when the sidecar never becomes ready (bounded start-up)", async () => {
+		const setup = setUp(model);
+		const run = await runPi(setup, ["-p", "hello"], { FAKE_SIDECAR_MODE: "no-ready", PI_HINDSIGHT_READY_TIMEOUT_MS: "1500" });
+		assert.equal(run.code, 0, run.stderr);
+		assert.equal(run.stdout.trim(), REPLY_TEXT);
+		assert.match(run.stderr, /no ready message within 1500 ms/);
+		assert.ok(run.ms < 10_000, `pi took ${run.ms} ms`);
+		assertGone(sidecarLog(setup)[0]?.pid);
+	});
+
+	it("goes on without memory when prepareMemory times out, and cancels it", async () => {
+		const setup = setUp(model);
+		const first = model.requests.length;
+		const run = await runPi(setup, ["-p", "hello"], { FAKE_SIDECAR_MODE: "hang-prepare", FAKE_SIDECAR_PREPARE_MS: "300" });
+		assert.equal(run.code, 0, run.stderr);
+		assert.equal(run.stdout.trim(), REPLY_TEXT);
+		assert.match(run.stderr, /\[hindsight\] pi-hindsight: prepareMemory failed, continuing without memory: prepareMemory got no answer within 300 ms/);
+		assert.ok(!JSON.stringify(model.requests[first]?.messages).includes("Remembered"));
+		const log = sidecarLog(setup);
+		const prepare = log.find((m) => m.method === "prepareMemory");
+		assert.deepEqual(log.find((m) => m.method === "$/cancelRequest")?.params, { id: prepare?.id });
+		// The sidecar is still alive: the turn is still recorded, then it is shut down.
+		assert.equal(log.find((m) => m.method === "turnCompleted")?.params?.requestId, prepare?.params?.requestId);
+		assert.ok(!log.some((m) => m.method === "confirmDelivery"), "nothing to confirm");
+		assert.ok(log.some((m) => m.method === "shutdown"));
+	});
+
+	it("shows one warning and stops forwarding when the sidecar crashes mid-session", async () => {
+		const setup = setUp(model);
+		const run = await runPi(setup, ["-p", "hello", "second prompt"], { FAKE_SIDECAR_MODE: "crash-on-prepare" });
+		assert.equal(run.code, 0, run.stderr);
+		assert.equal(run.stdout.trim(), `${REPLY_TEXT}`, "print mode prints the last answer");
+		const warnings = run.stderr.split("\n").filter((line) => line.startsWith("[hindsight]"));
+		assert.equal(warnings.length, 1, `exactly one warning:\n${run.stderr}`);
+		assert.match(run.stderr, /the sidecar exited \(code 3\)\n\s+stderr> Traceback[^\n]*\n\s+stderr> RuntimeError: boom ☃/);
+		const methods = sidecarLog(setup).map((m) => m.method ?? m.event);
+		assert.deepEqual(methods, ["started", "initialize", "prepareMemory"], "nothing is sent after the crash");
+	});
+
+	it("asks for consent in RPC mode without blocking start-up, then applies the answer", async () => {
+		const setup = setUp(model);
+		const child = spawn(PI, ["--mode", "rpc"], { cwd: setup.cwd, env: piEnv(setup, { FAKE_SIDECAR_MODE: "consent" }), stdio: ["pipe", "pipe", "pipe"] });
+		const events: Json[] = [];
+		let buffered = "";
+		child.stdout.setEncoding("utf8").on("data", (text: string) => {
+			buffered += text;
+			let lf: number;
+			while ((lf = buffered.indexOf("\n")) !== -1) {
+				const line = buffered.slice(0, lf);
+				buffered = buffered.slice(lf + 1);
+				if (line.trim() !== "") events.push(JSON.parse(line) as Json);
+			}
+		});
+		const exited = new Promise<number | null>((resolve) => child.on("close", resolve));
+		const waitFor = async <T>(find: () => T | undefined, what: string): Promise<T> => {
+			const deadline = Date.now() + 15_000;
+			for (;;) {
+				const found = find();
+				if (found !== undefined) return found;
+				if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; events: ${JSON.stringify(events)}`);
+				await new Promise((resolve) => setTimeout(resolve, 20));
+			}
+		};
+		try {
+			const ask = await waitFor(() => events.find((e) => e.type === "extension_ui_request" && e.method === "confirm"), "the consent dialog");
+			assert.equal(ask.title, "Allow memory?");
+			// Pi only reads stdin after session_start returned: answering proves it did not block.
+			child.stdin.write(`${JSON.stringify({ type: "extension_ui_response", id: ask.id, confirmed: true })}\n`);
+			const consent = await waitFor(() => sidecarLog(setup).find((m) => m.method === "consent"), "the consent call");
+			assert.deepEqual(consent.params, { accepted: true });
+			await waitFor(
+				() => events.find((e) => e.method === "setStatus" && e.statusKey === "hindsight" && e.statusText === "memory: on"),
+				"the status from the consent answer",
+			);
+		} finally {
+			child.stdin.end();
+		}
+		assert.equal(await exited, 0);
+		assert.ok(sidecarLog(setup).some((m) => m.method === "shutdown"));
+		assertGone(sidecarLog(setup)[0]?.pid);
+	});
+});

@@ -1,0 +1,3 @@
+from pi_hindsight.cli.main import main
+
+main()

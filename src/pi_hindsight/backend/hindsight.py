@@ -1,0 +1,253 @@
+"""The Hindsight boundary: the official ``hindsight-client`` (its async API) behind our own types.
+
+Why the low-level generated API and not the ``Hindsight`` convenience class: the convenience class
+has one client-wide timeout, while we need a short one for recall and a long one for reflect, and
+its sync wrappers run their own event loop (unsafe inside the sidecar's loop). The generated API
+takes ``_request_timeout`` per call and runs on our loop, so cancellation (the user's Esc) works.
+
+Importing ``hindsight_client_api`` costs ~0.8 s, so this module is imported lazily by the sidecar
+after it has answered ``ready`` (see ``rpc/sidecar.py``).
+
+Nothing above this module sees ``aiohttp`` or ``hindsight_client_api`` exceptions: they become
+:class:`~pi_hindsight.errors.BackendError` subclasses here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Literal
+
+import aiohttp
+from hindsight_client_api.api.banks_api import BanksApi
+from hindsight_client_api.api.memory_api import MemoryApi
+from hindsight_client_api.api.monitoring_api import MonitoringApi
+from hindsight_client_api.api.operations_api import OperationsApi
+from hindsight_client_api.api_client import ApiClient
+from hindsight_client_api.configuration import Configuration
+from hindsight_client_api.exceptions import ApiException
+from hindsight_client_api.models.create_bank_request import CreateBankRequest
+from hindsight_client_api.models.recall_request import RecallRequest
+from hindsight_client_api.models.retain_request import RetainRequest
+
+from pi_hindsight.backend.records import (
+    BankMissions,
+    MemoryRecord,
+    OperationStatus,
+    RetainAccepted,
+    RetainItem,
+    TagsMatch,
+)
+from pi_hindsight.errors import (
+    BackendError,
+    BackendRejected,
+    BackendServerError,
+    BackendUnavailable,
+    BankNotFound,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def _retry_after(headers: Any) -> float | None:
+    if not headers:
+        return None
+    value = None
+    with contextlib.suppress(AttributeError, TypeError):
+        value = headers.get("Retry-After") or headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _server_message(body: str | None) -> str:
+    if not body:
+        return ""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return body[:300]
+    if isinstance(parsed, dict):
+        detail = parsed.get("detail") or parsed.get("message") or parsed.get("error")
+        if detail is not None:
+            return str(detail)[:300]
+    return body[:300]
+
+
+def translate_api_exception(error: ApiException, what: str, bank: str | None) -> BackendError:
+    status = int(error.status or 0)
+    message = _server_message(error.body)
+    where = f" (bank {bank})" if bank else ""
+    text = f"{what}{where} failed: HTTP {status} {message}".rstrip()
+    if status == 429 or status >= 500:
+        return BackendServerError(text, status=status, retry_after=_retry_after(error.headers))
+    if status == 408:
+        return BackendUnavailable(text, status=status)
+    if status == 404 and "bank" in message.lower():
+        return BankNotFound(text, status=status)
+    return BackendRejected(text, status=status)
+
+
+class HindsightBackend:
+    """Async access to one Hindsight server. One instance per sidecar; call :meth:`close`."""
+
+    def __init__(self, base_url: str, *, api_key: str | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        configuration = Configuration(host=self.base_url)
+        self._client = ApiClient(configuration)
+        self._client.user_agent = "pi-hindsight"
+        if api_key:
+            self._client.default_headers["Authorization"] = f"Bearer {api_key}"
+        self._memory = MemoryApi(self._client)
+        self._banks = BanksApi(self._client)
+        self._operations = OperationsApi(self._client)
+        self._monitoring = MonitoringApi(self._client)
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._client.close()  # type: ignore[no-untyped-call]  # generated code
+
+    @contextlib.asynccontextmanager
+    async def _call(self, what: str, bank: str | None, timeout: float) -> AsyncIterator[None]:
+        """Translate every foreign failure of the wrapped call and bound it by ``timeout``."""
+        try:
+            async with asyncio.timeout(timeout):
+                yield
+        except ApiException as error:
+            raise translate_api_exception(error, what, bank) from error
+        except TimeoutError as error:
+            raise BackendUnavailable(
+                f"{what} timed out after {timeout:.1f}s ({self.base_url})",
+                hint="the Hindsight server is slow or unreachable; check `pi-hindsight status`",
+            ) from error
+        except (aiohttp.ClientError, OSError) as error:
+            raise BackendUnavailable(
+                f"{what}: cannot reach Hindsight at {self.base_url}: {error}",
+                hint="start it with `pi-hindsight server start` or set the server URL",
+            ) from error
+
+    async def health(self, *, timeout: float) -> dict[str, Any]:
+        async with self._call("health check", None, timeout):
+            result = await self._monitoring.health_endpoint_health_get(_request_timeout=timeout)
+        return result if isinstance(result, dict) else {"status": str(result)}
+
+    async def bank_exists(self, bank: str, *, timeout: float) -> bool:
+        """Whether ``bank`` exists, from the bank listing.
+
+        ``GET /banks/{b}/config`` answers 200 for a missing bank, so it cannot tell; the listing
+        filtered by id can (exact match on ``bank_id``).
+        """
+        async with self._call("bank lookup", bank, timeout):
+            listing = await self._banks.list_banks(q=bank, _request_timeout=timeout)
+        return any(item.bank_id == bank for item in listing.banks)
+
+    async def create_bank(self, bank: str, missions: BankMissions, *, timeout: float) -> None:
+        request = CreateBankRequest(
+            name=bank,
+            mission=missions.mission,
+            retain_mission=missions.retain_mission,
+            reflect_mission=missions.reflect_mission,
+        )
+        async with self._call("bank creation", bank, timeout):
+            await self._banks.create_or_update_bank(bank, request, _request_timeout=timeout)
+
+    async def recall(
+        self,
+        bank: str,
+        query: str,
+        *,
+        tags: Sequence[str],
+        tags_match: TagsMatch,
+        max_tokens: int,
+        timeout: float,
+        budget: Literal["low", "mid", "high"] = "mid",
+        types: Sequence[str] | None = None,
+        query_timestamp: str | None = None,
+    ) -> list[MemoryRecord]:
+        request = RecallRequest(
+            query=query,
+            types=list(types) if types else None,
+            budget=budget,  # type: ignore[arg-type]  # the generated model accepts the string
+            max_tokens=max_tokens,
+            query_timestamp=query_timestamp,
+            tags=list(tags),
+            tags_match=tags_match,
+        )
+        async with self._call("recall", bank, timeout):
+            response = await self._memory.recall_memories(bank, request, _request_timeout=timeout)
+        return [
+            MemoryRecord(
+                id=result.id,
+                text=result.text,
+                type=result.type,
+                context=result.context,
+                occurred_start=result.occurred_start,
+                occurred_end=result.occurred_end,
+                mentioned_at=result.mentioned_at,
+                document_id=result.document_id,
+                chunk_id=result.chunk_id,
+                tags=tuple(result.tags or ()),
+            )
+            for result in response.results
+        ]
+
+    async def retain(
+        self,
+        bank: str,
+        items: Sequence[RetainItem],
+        *,
+        operation_id: str,
+        timeout: float,
+        run_async: bool = True,
+    ) -> RetainAccepted:
+        """Submit ``items``; ``operation_id`` makes a replay of the same submission idempotent."""
+        request = RetainRequest.from_dict(
+            {
+                "items": [
+                    {
+                        "content": item.content,
+                        "document_id": item.document_id,
+                        "tags": list(item.tags),
+                        "timestamp": item.timestamp,
+                        "context": item.context,
+                        "metadata": dict(item.metadata) or None,
+                        "update_mode": item.update_mode,
+                    }
+                    for item in items
+                ],
+                "async": run_async,
+                "operation_id": operation_id,
+            }
+        )
+        if request is None:  # pragma: no cover - from_dict only returns None for None input
+            raise BackendRejected("retain request could not be built")
+        async with self._call("retain", bank, timeout):
+            response = await self._memory.retain_memories(bank, request, _request_timeout=timeout)
+        accepted_id = response.operation_id or (
+            response.operation_ids[0] if response.operation_ids else None
+        )
+        return RetainAccepted(operation_id=accepted_id, items=response.items_count)
+
+    async def operation_status(
+        self, bank: str, operation_id: str, *, timeout: float
+    ) -> OperationStatus:
+        async with self._call("operation lookup", bank, timeout):
+            response = await self._operations.get_operation_status(
+                bank, operation_id, _request_timeout=timeout
+            )
+        state = response.status if response.status in _STATES else "unknown"
+        return OperationStatus(
+            operation_id=response.operation_id,
+            state=state,  # type: ignore[arg-type]  # narrowed by the membership test above
+            operation_type=response.operation_type,
+            error_message=response.error_message,
+        )
+
+
+_STATES = {"pending", "processing", "completed", "failed", "cancelled"}

@@ -1,0 +1,120 @@
+"""``pi-hindsight scope …``: register locations for memory and inspect the catalogue."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+
+from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
+from pi_hindsight.config import load_config
+from pi_hindsight.engine.scope import register_location, resolve_scope
+from pi_hindsight.errors import ScopeError
+from pi_hindsight.stores.catalog import Catalog, ScopeRecord
+
+
+def _record_json(record: ScopeRecord) -> dict[str, object]:
+    data = asdict(record)
+    data["tags"] = list(record.tags)
+    data["locations"] = list(record.locations)
+    data["registered_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.registered_at))
+    return data
+
+
+@click.group()
+def scope() -> None:
+    """Registered memory scopes (which directories may use memory)."""
+
+
+@scope.command()
+@click.argument("path", type=click.Path(path_type=Path, exists=True, file_okay=False), default=".")
+@state_dir_option
+@json_option
+def register(path: Path, state_dir: Path | None, as_json: bool) -> None:
+    """Register PATH (default: the current directory) for memory. Running this is consent."""
+    directory = resolve_state_dir(state_dir)
+    config = load_config(directory)
+    for problem in config.problems:
+        click.echo(f"warning: {problem.describe()}", err=True)
+    catalog = Catalog(directory)
+    try:
+        registered = register_location(path, config.settings, catalog, consent="cli")
+    finally:
+        catalog.close()
+    if as_json:
+        echo_json(asdict(registered))
+        return
+    click.echo(f"registered {path.resolve()}")
+    click.echo(f"  scope: {registered.scope_id}")
+    click.echo(f"  bank:  {registered.bank_id}")
+    click.echo(f"  tags:  {', '.join(registered.tags)}")
+
+
+@scope.command("list")
+@state_dir_option
+@json_option
+def list_scopes(state_dir: Path | None, as_json: bool) -> None:
+    """List registered scopes."""
+    catalog = Catalog(resolve_state_dir(state_dir))
+    try:
+        records = catalog.scopes()
+    finally:
+        catalog.close()
+    if as_json:
+        echo_json([_record_json(record) for record in records])
+        return
+    if not records:
+        click.echo("no registered scopes; register one with `pi-hindsight scope register PATH`")
+    for record in records:
+        click.echo(f"{record.scope_id}  bank={record.bank_id}  tags={','.join(record.tags)}")
+        for location in record.locations:
+            click.echo(f"    {location}")
+
+
+@scope.command()
+@click.argument("path", type=click.Path(path_type=Path, exists=True, file_okay=False), default=".")
+@state_dir_option
+@json_option
+def show(path: Path, state_dir: Path | None, as_json: bool) -> None:
+    """Show the scope a session started in PATH would use, and whether it is registered."""
+    directory = resolve_state_dir(state_dir)
+    config = load_config(directory)
+    catalog = Catalog(directory)
+    try:
+        resolution = resolve_scope(path, config.settings, catalog)
+    finally:
+        catalog.close()
+    data = {
+        "path": str(path.resolve()),
+        "projectId": resolution.identity.project_id,
+        "identitySource": resolution.identity.source,
+        "registered": resolution.registered is not None,
+        "scope": asdict(resolution.registered or resolution.proposed),
+    }
+    if as_json:
+        echo_json(data)
+        return
+    chosen = resolution.registered or resolution.proposed
+    state = "registered" if resolution.registered else "NOT registered (memory off)"
+    click.echo(f"{data['path']}: {state}")
+    click.echo(f"  project: {resolution.identity.project_id} (from {resolution.identity.source})")
+    click.echo(f"  scope:   {chosen.scope_id}")
+    click.echo(f"  bank:    {chosen.bank_id}")
+    click.echo(f"  tags:    {', '.join(chosen.tags)}")
+
+
+@scope.command()
+@click.argument("scope_id")
+@state_dir_option
+def unregister(scope_id: str, state_dir: Path | None) -> None:
+    """Unregister SCOPE_ID (memory stays in Hindsight; sessions there stop using it)."""
+    catalog = Catalog(resolve_state_dir(state_dir))
+    try:
+        removed = catalog.unregister(scope_id)
+    finally:
+        catalog.close()
+    if not removed:
+        raise ScopeError(f"no registered scope {scope_id!r}", hint="see `pi-hindsight scope list`")
+    click.echo(f"unregistered {scope_id}")

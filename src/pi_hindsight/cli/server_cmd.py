@@ -1,0 +1,142 @@
+"""``pi-hindsight server start | stop | status``: the local Hindsight."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import click
+
+from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
+from pi_hindsight.launcher import (
+    ServerInfo,
+    ServerStatus,
+    StopReport,
+    server_status,
+    start_server,
+    stop_server,
+)
+
+# `status` exits with this when the server is not running or not healthy (as pg_ctl does).
+EXIT_NOT_RUNNING = 3
+
+
+def _state_dir(given: Path | None) -> Path:
+    return resolve_state_dir(given).expanduser().absolute()
+
+
+@click.group()
+def server() -> None:
+    """Run a local Hindsight (PostgreSQL + pgvector, local embeddings) on 127.0.0.1."""
+
+
+@server.command()
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=None, help="API port (default: free)."
+)
+@click.option(
+    "--llm",
+    type=click.Choice(["env", "offline"]),
+    default="env",
+    show_default=True,
+    help="env: the provider in HINDSIGHT_API_LLM_*; offline: the deterministic stand-in.",
+)
+@click.option(
+    "--timeout", type=float, default=240.0, show_default=True, help="Seconds to wait for health."
+)
+@state_dir_option
+@json_option
+def start(
+    port: int | None,
+    llm: Literal["env", "offline"],
+    timeout: float,
+    state_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """Start the server, or report the one already running."""
+    directory = _state_dir(state_dir)
+    if not as_json:
+        click.echo("starting the local Hindsight (usually 15-20 s)...", err=True)
+    info = start_server(directory, port=port, llm=llm, timeout=timeout)
+    if as_json:
+        echo_json(info.to_json())
+    else:
+        click.echo(_describe_info(info))
+
+
+def _describe_info(info: ServerInfo) -> str:
+    how = "already running" if info.reused else f"started in {info.startup_seconds:.1f} s"
+    llm = info.llm if info.standin_url is None else f"{info.llm} (stand-in at {info.standin_url})"
+    pids = ", ".join(f"{name} {pid}" for name, pid in info.pids.items())
+    owner = f" (as {info.postgres_user})" if info.postgres_user else ""
+    warnings = [f"  warning:   {warning}" for warning in info.warnings]
+    return "\n".join(
+        [
+            f"Hindsight is running at {info.base_url} ({how})",
+            *warnings,
+            f"  llm:       {llm}",
+            f"  postgres:  127.0.0.1:{info.postgres_port}{owner}, data in {info.data_dir}",
+            f"  logs:      {info.log_dir}",
+            f"  pids:      {pids}",
+        ]
+    )
+
+
+@server.command()
+@click.option(
+    "--timeout",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds each process gets to exit before SIGKILL.",
+)
+@state_dir_option
+@json_option
+def stop(timeout: float, state_dir: Path | None, as_json: bool) -> None:
+    """Stop the server this state directory started."""
+    report = stop_server(_state_dir(state_dir), timeout=timeout)
+    if as_json:
+        echo_json(report.to_json())
+    else:
+        click.echo(_describe_stop(report))
+
+
+def _describe_stop(report: StopReport) -> str:
+    if not report.recorded:
+        return "no local Hindsight is recorded; nothing to stop"
+    if not report.was_running:
+        return "the recorded server was no longer running; its record is removed"
+    lines = ["stopped the local Hindsight"]
+    lines += [f"  {p.name} (pid {p.pid}): {p.outcome}" for p in report.processes]
+    return "\n".join(lines)
+
+
+@server.command()
+@state_dir_option
+@json_option
+def status(state_dir: Path | None, as_json: bool) -> None:
+    """Show whether the server runs and is healthy (exit status 3 if not)."""
+    result = server_status(_state_dir(state_dir))
+    if as_json:
+        echo_json(result.to_json())
+    else:
+        click.echo(_describe_status(result))
+    if not result.healthy:
+        raise click.exceptions.Exit(EXIT_NOT_RUNNING)
+
+
+def _describe_status(result: ServerStatus) -> str:
+    if not result.recorded:
+        return "not running (no server recorded in this state directory)"
+    state = "healthy" if result.healthy else "running, NOT healthy" if result.running else "down"
+    lines = [f"{state}: {result.base_url} (llm {result.llm}, started {result.started_at})"]
+    if result.problem:
+        lines.append(f"  problem:   {result.problem}")
+    for name, pid in result.pids.items():
+        alive = "alive" if result.alive.get(name) else "gone"
+        rss = result.rss_bytes.get(name)
+        memory = f", {rss / 2**20:.0f} MiB" if rss else ""
+        lines.append(f"  {name + ':':<10} pid {pid} ({alive}{memory})")
+    lines.append(f"  data:      {result.data_dir}")
+    lines.append(f"  logs:      {result.log_dir}")
+    return "\n".join(lines)

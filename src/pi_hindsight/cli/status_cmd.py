@@ -1,0 +1,104 @@
+"""``pi-hindsight status``: memory at a glance for a directory, without starting anything."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
+from pi_hindsight.config import load_config
+from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, resolve_scope
+from pi_hindsight.rpc.sidecar import resolve_base_url
+from pi_hindsight.stores.catalog import Catalog
+from pi_hindsight.stores.outbox import Outbox
+
+
+def _health(base_url: str | None, timeout_s: float) -> dict[str, Any]:
+    if base_url is None:
+        return {"url": None, "healthy": False, "problem": "no server configured or recorded"}
+    try:
+        with urllib.request.urlopen(f"{base_url}/health", timeout=timeout_s) as response:  # noqa: S310 - our configured URL
+            body = json.loads(response.read() or b"{}")
+            return {"url": base_url, "healthy": response.status == 200, "detail": body}
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        return {"url": base_url, "healthy": False, "problem": str(error)}
+
+
+def collect_status(directory: Path, cwd: Path, *, check_server: bool) -> dict[str, Any]:
+    loaded = load_config(directory)
+    settings = loaded.settings
+    catalog = Catalog(directory)
+    try:
+        resolution = resolve_scope(cwd, settings, catalog)
+    finally:
+        catalog.close()
+    outbox = Outbox(directory)
+    try:
+        health = asdict(outbox.health())
+    finally:
+        outbox.close()
+    registered = resolution.registered
+    scope = registered or resolution.proposed
+    base_url = resolve_base_url(directory)(settings)
+    return {
+        "stateDir": str(directory),
+        "configProblems": [problem.describe() for problem in loaded.problems],
+        "cwd": str(cwd),
+        "projectId": resolution.identity.project_id,
+        "identitySource": resolution.identity.source,
+        "registered": registered is not None,
+        "offReason": None
+        if registered
+        else f"not registered; run `pi-hindsight scope register {cwd}`",
+        "scope": {**asdict(scope), "tagsMatch": SCOPE_TAGS_MATCH},
+        "server": _health(base_url, settings.timeout_ms / 1000)
+        if check_server
+        else {"url": base_url},
+        "outbox": health,
+    }
+
+
+@click.command()
+@click.option(
+    "--cwd",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    default=".",
+    help="Directory a session would start in (default: here).",
+)
+@click.option("--no-server", is_flag=True, help="Do not contact the server.")
+@state_dir_option
+@json_option
+def status(cwd: Path, no_server: bool, state_dir: Path | None, as_json: bool) -> None:
+    """Scope, registration, server health and outbox health for a directory."""
+    data = collect_status(resolve_state_dir(state_dir), cwd.resolve(), check_server=not no_server)
+    if as_json:
+        echo_json(data)
+        return
+    scope = data["scope"]
+    click.echo(f"directory: {data['cwd']}")
+    click.echo(f"  project: {data['projectId']} (from {data['identitySource']})")
+    if data["registered"]:
+        click.echo(f"  memory:  on — scope {scope['scope_id']}, bank {scope['bank_id']}")
+    else:
+        click.echo(f"  memory:  OFF — {data['offReason']}")
+    click.echo(f"  tags:    {', '.join(scope['tags'])} (match {scope['tagsMatch']})")
+    server = data["server"]
+    state = "healthy" if server.get("healthy") else f"unavailable ({server.get('problem', '?')})"
+    if no_server:
+        state = "not checked"
+    click.echo(f"server:    {server.get('url') or '-'} — {state}")
+    outbox = data["outbox"]
+    click.echo(
+        f"outbox:    {outbox['pending']} pending, {outbox['submitted']} awaiting confirmation, "
+        f"{outbox['dead']} dead"
+    )
+    if outbox["last_error"]:
+        click.echo(f"           last error: {outbox['last_error']}")
+    for problem in data["configProblems"]:
+        click.echo(f"config:    {problem}")

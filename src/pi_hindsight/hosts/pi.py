@@ -1,0 +1,309 @@
+"""The Pi host adapter: JSON-RPC methods from the shim → engine calls, Pi message shapes → turns.
+
+Everything Pi-specific lives here (message roles, custom message types, the shape of tool and
+command specs); the engine stays host-neutral.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pi_hindsight.engine.engine import (
+    CompletedTurn,
+    Delivery,
+    MemoryEngine,
+    Notice,
+    SessionInfo,
+    SessionView,
+    UserRequest,
+)
+from pi_hindsight.engine.render import CUSTOM_TYPE, FENCE
+from pi_hindsight.engine.transcript import TurnMessage
+from pi_hindsight.errors import PiHindsightError, RpcError
+from pi_hindsight.rpc.protocol import INVALID_PARAMS, PROTOCOL_VERSION
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+ParamsT = TypeVar("ParamsT", bound=_Params)
+
+
+class InitializeParams(_Params):
+    protocol_version: int = Field(alias="protocolVersion")
+    cwd: str
+    session_id: str = Field(alias="sessionId", min_length=1)
+    session_file: str | None = Field(default=None, alias="sessionFile")
+    has_ui: bool = Field(default=False, alias="hasUI")
+    reason: str = "startup"
+
+
+class ConsentParams(_Params):
+    accepted: bool
+
+
+class PrepareParams(_Params):
+    request_id: str = Field(alias="requestId", min_length=1)
+    prompt: str
+    session_id: str = Field(alias="sessionId", min_length=1)
+
+
+class ConfirmParams(_Params):
+    request_id: str = Field(alias="requestId")
+    confirmed: bool
+    payload_bytes: int | None = Field(default=None, alias="payloadBytes")
+
+
+class TurnParams(_Params):
+    request_id: str = Field(alias="requestId")
+    session_id: str = Field(alias="sessionId", min_length=1)
+    messages: list[dict[str, Any]]
+
+
+class CommandParams(_Params):
+    name: str
+    args: str = ""
+    has_ui: bool = Field(default=False, alias="hasUI")
+    accepted: bool | None = None
+
+
+class ShutdownParams(_Params):
+    reason: str = "quit"
+
+
+def _validate(model: type[ParamsT], params: dict[str, Any]) -> ParamsT:
+    try:
+        return model.model_validate(params)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in item['loc']) or '(params)'}: {item['msg']}"
+            for item in error.errors()
+        )
+        raise RpcError(INVALID_PARAMS, f"invalid params: {problems}") from error
+
+
+def _text_of(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            block["text"]
+            for block in content
+            if isinstance(block, dict)
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+        )
+    return ""
+
+
+def turn_messages(messages: list[dict[str, Any]]) -> list[TurnMessage]:
+    """Pi ``agent_end`` messages → what may be retained.
+
+    Dropped: custom messages (our injected memory and other extensions' messages), compaction and
+    branch summaries (never retained as if the user said them), bash executions, tool results and
+    thinking. Tool calls are kept as mentions only.
+    """
+    turn: list[TurnMessage] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "user":
+            text = _text_of(message.get("content"))
+            if text.lstrip().startswith(f"<{FENCE}"):
+                continue  # defensive: our memory block, whatever role it arrives with
+            turn.append(TurnMessage("user", text))
+        elif role == "assistant":
+            content = message.get("content")
+            blocks = content if isinstance(content, list) else []
+            text = _text_of(blocks)
+            if text.strip():
+                turn.append(TurnMessage("assistant", text))
+            for block in blocks:
+                if isinstance(block, dict) and block.get("type") == "toolCall":
+                    turn.append(TurnMessage("tool", "", tool_name=str(block.get("name") or "")))
+    return turn
+
+
+def _notices(notices: tuple[Notice, ...]) -> list[dict[str, str]]:
+    return [notice.to_json() for notice in notices]
+
+
+class PiHost:
+    """Holds the engine for one Pi process and answers the shim's methods."""
+
+    def __init__(self, engine: MemoryEngine) -> None:
+        self.engine = engine
+        self.handlers: dict[str, Handler] = {
+            "initialize": self.initialize,
+            "consent": self.consent,
+            "prepareMemory": self.prepare_memory,
+            "confirmDelivery": self.confirm_delivery,
+            "turnCompleted": self.turn_completed,
+            "compaction": self.compaction,
+            "command": self.command,
+            "toolCall": self.tool_call,
+            "status": self.status,
+        }
+        self.confirmations: dict[str, bool] = {}
+
+    def _session_json(self, view: SessionView) -> dict[str, Any]:
+        settings = self.engine.settings
+        return {
+            "enabled": view.enabled,
+            "statusLine": view.status_line,
+            "notices": _notices(view.notices),
+            "consent": None
+            if view.consent is None
+            else {"title": view.consent.title, "message": view.consent.message},
+            "offReason": view.off_reason,
+            "tools": [],
+            "commands": [
+                {"name": "hindsight", "description": "Hindsight memory: status at a glance"},
+                {
+                    "name": "hindsight:register",
+                    "description": "Register this project for Hindsight memory (asks first)",
+                },
+            ],
+            "timeouts": {
+                "prepareMs": settings.prepare_timeout_ms,
+                "confirmMs": 1_000,
+                "turnMs": 5_000,
+                "commandMs": settings.timeout_ms + 2_000,
+                "shutdownMs": 3_000,
+                "defaultMs": settings.timeout_ms,
+            },
+        }
+
+    async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        parsed = _validate(InitializeParams, params)
+        if parsed.protocol_version != PROTOCOL_VERSION:
+            raise RpcError(
+                INVALID_PARAMS,
+                f"protocol version {parsed.protocol_version} is not supported "
+                f"(this sidecar speaks {PROTOCOL_VERSION}); run `pi-hindsight setup` again",
+            )
+        info = SessionInfo(
+            session_id=parsed.session_id,
+            cwd=Path(parsed.cwd),
+            session_file=parsed.session_file,
+            has_ui=parsed.has_ui,
+            reason=parsed.reason,
+        )
+        return self._session_json(await self.engine.open_session(info))
+
+    async def consent(self, params: dict[str, Any]) -> dict[str, Any]:
+        parsed = _validate(ConsentParams, params)
+        return self._session_json(await self.engine.answer_consent(parsed.accepted))
+
+    async def prepare_memory(self, params: dict[str, Any]) -> dict[str, Any]:
+        parsed = _validate(PrepareParams, params)
+        delivery: Delivery = await self.engine.prepare(
+            UserRequest(
+                request_id=parsed.request_id, session_id=parsed.session_id, prompt=parsed.prompt
+            )
+        )
+        message = None
+        if delivery.text is not None:
+            message = {
+                "customType": CUSTOM_TYPE,
+                "content": delivery.text,
+                "display": False,
+                "details": delivery.details,
+            }
+        return {
+            "message": message,
+            "outcome": delivery.outcome,
+            "reason": delivery.reason,
+            "notices": _notices(delivery.notices),
+            "statusLine": self.engine.status_line(),
+        }
+
+    async def confirm_delivery(self, params: dict[str, Any]) -> None:
+        parsed = _validate(ConfirmParams, params)
+        self.confirmations[parsed.request_id] = parsed.confirmed
+        if not parsed.confirmed:
+            logger.warning(
+                "memory for request %s was not found in the provider payload", parsed.request_id
+            )
+
+    async def turn_completed(self, params: dict[str, Any]) -> dict[str, Any]:
+        parsed = _validate(TurnParams, params)
+        try:
+            queued = self.engine.complete_turn(
+                CompletedTurn(
+                    request_id=parsed.request_id,
+                    session_id=parsed.session_id,
+                    messages=turn_messages(parsed.messages),
+                )
+            )
+        except PiHindsightError as error:
+            return {
+                "queued": 0,
+                "notices": [
+                    {"level": "warning", "message": f"retain not queued: {error.describe()}"}
+                ],
+            }
+        return {"queued": queued, "notices": []}
+
+    async def compaction(self, params: dict[str, Any]) -> None:
+        logger.info("session compacted: %s", params.get("sessionId"))
+
+    async def status(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self.engine.status()
+
+    async def tool_call(self, params: dict[str, Any]) -> dict[str, Any]:
+        name = params.get("name")
+        raise RpcError(INVALID_PARAMS, f"unknown tool {name!r}")
+
+    async def command(self, params: dict[str, Any]) -> dict[str, Any]:
+        parsed = _validate(CommandParams, params)
+        if parsed.name == "hindsight":
+            return {"text": _status_text(self.engine.status()), "level": "info"}
+        if parsed.name == "hindsight:register":
+            return await self._register_command(parsed)
+        raise RpcError(INVALID_PARAMS, f"unknown command {parsed.name!r}")
+
+    async def _register_command(self, parsed: CommandParams) -> dict[str, Any]:
+        status = self.engine.status()
+        if status["enabled"]:
+            return {"text": f"already registered: {status['scope']['scopeId']}", "level": "info"}
+        if parsed.accepted is None:
+            return {
+                "confirm": {
+                    "title": "Register this project for Hindsight memory?",
+                    "message": "Conversations here will be retained and recalled later.",
+                    "method": "command",
+                    "params": {"name": parsed.name, "args": parsed.args},
+                }
+            }
+        view = await self.engine.answer_consent(parsed.accepted)
+        text = "registered; memory is on" if view.enabled else "not registered; memory stays off"
+        return {"text": text, "level": "info", "statusLine": view.status_line}
+
+
+def _status_text(status: dict[str, Any]) -> str:
+    if not status["enabled"]:
+        return f"Hindsight memory is off: {status['offReason']}"
+    scope = status["scope"]
+    lines = [
+        f"Hindsight memory is on: scope {scope['scopeId']} in bank {scope['bankId']}",
+        f"  tags: {', '.join(scope['tags'])} (match {scope['tagsMatch']})",
+        f"  backend healthy: {status['backend']['healthy']}",
+        f"  last recall: {status['lastOutcome']}",
+    ]
+    outbox = status.get("outbox")
+    if outbox and "pending" in outbox:
+        lines.append(
+            f"  outbox: {outbox['pending']} pending, {outbox['submitted']} awaiting confirmation, "
+            f"{outbox['dead']} dead"
+        )
+    return "\n".join(lines)

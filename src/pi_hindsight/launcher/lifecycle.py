@@ -1,0 +1,452 @@
+"""Start, stop and inspect the local Hindsight: PostgreSQL, the optional LLM stand-in, Hindsight.
+
+The launcher only ever signals processes it recorded in ``server.json``, and only while their pid
+still carries the recorded start time and command line (see procs.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pi_hindsight.errors import LauncherError
+from pi_hindsight.launcher import hindsight, postgres, procs
+from pi_hindsight.launcher.state import (
+    START_ORDER,
+    LlmMode,
+    PostgresRecord,
+    ProcessName,
+    ServerPaths,
+    ServerRecord,
+    load_record,
+    locked,
+    remove_record,
+    save_record,
+)
+
+logger = logging.getLogger(__name__)
+
+POSTGRES_START_TIMEOUT = 60.0
+STANDIN_START_TIMEOUT = 30.0
+# A live but unhealthy recorded server gets this long to answer before it is restarted.
+HEALTH_GRACE = 10.0
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """A running local Hindsight, as ``start_server`` returns it."""
+
+    base_url: str
+    host: str
+    port: int
+    llm: LlmMode
+    started_at: str
+    pids: dict[str, int]
+    state_dir: Path
+    log_dir: Path
+    data_dir: Path
+    postgres_port: int
+    postgres_install: Path
+    postgres_user: str | None
+    standin_url: str | None
+    reused: bool  # True when start found our server already running
+    startup_seconds: float | None
+    # Problems Hindsight survived at start-up, e.g. an unreachable LLM provider.
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "base_url": self.base_url,
+            "host": self.host,
+            "port": self.port,
+            "llm": self.llm,
+            "started_at": self.started_at,
+            "pids": dict(self.pids),
+            "state_dir": str(self.state_dir),
+            "log_dir": str(self.log_dir),
+            "data_dir": str(self.data_dir),
+            "postgres_port": self.postgres_port,
+            "postgres_install": str(self.postgres_install),
+            "postgres_user": self.postgres_user,
+            "standin_url": self.standin_url,
+            "reused": self.reused,
+            "startup_seconds": self.startup_seconds,
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """What ``server_status`` found."""
+
+    state_dir: Path
+    recorded: bool
+    running: bool  # every recorded process is alive
+    healthy: bool  # ...and GET /health says so
+    base_url: str | None = None
+    llm: LlmMode | None = None
+    phase: str | None = None
+    started_at: str | None = None
+    pids: dict[str, int] = field(default_factory=dict)
+    alive: dict[str, bool] = field(default_factory=dict)
+    rss_bytes: dict[str, int] = field(default_factory=dict)
+    data_dir: Path | None = None
+    log_dir: Path | None = None
+    problem: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state_dir": str(self.state_dir),
+            "recorded": self.recorded,
+            "running": self.running,
+            "healthy": self.healthy,
+            "base_url": self.base_url,
+            "llm": self.llm,
+            "phase": self.phase,
+            "started_at": self.started_at,
+            "pids": dict(self.pids),
+            "alive": dict(self.alive),
+            "rss_bytes": dict(self.rss_bytes),
+            "data_dir": str(self.data_dir) if self.data_dir else None,
+            "log_dir": str(self.log_dir) if self.log_dir else None,
+            "problem": self.problem,
+        }
+
+
+@dataclass(frozen=True)
+class StoppedProcess:
+    name: str
+    pid: int
+    outcome: procs.StopOutcome
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "pid": self.pid, "outcome": self.outcome}
+
+
+@dataclass(frozen=True)
+class StopReport:
+    """What ``stop_server`` did."""
+
+    state_dir: Path
+    recorded: bool  # there was a record to act on
+    processes: tuple[StoppedProcess, ...] = ()
+
+    @property
+    def was_running(self) -> bool:
+        return any(p.outcome != "not_running" for p in self.processes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state_dir": str(self.state_dir),
+            "recorded": self.recorded,
+            "was_running": self.was_running,
+            "processes": [p.to_json() for p in self.processes],
+        }
+
+
+# How each recorded process is recognised on top of its start time.
+_MARKERS: dict[ProcessName, Callable[[list[str]], bool]] = {
+    "postgres": lambda argv: bool(argv) and Path(argv[0]).name == "postgres",
+    "standin": lambda argv: "pi_hindsight" in argv and "standin" in argv,
+    "hindsight": lambda argv: any(Path(arg).name == "hindsight-api" for arg in argv),
+}
+
+
+def _alive(name: ProcessName, identity: procs.ProcessIdentity) -> bool:
+    return procs.is_running(identity) and _MARKERS[name](procs.cmdline(identity.pid))
+
+
+def _expected(record: ServerRecord) -> tuple[ProcessName, ...]:
+    return tuple(n for n in START_ORDER if n != "standin" or record.llm == "offline")
+
+
+def _paths(state_dir: Path) -> ServerPaths:
+    # Absolute: the path is handed to child processes that run in another working directory.
+    return ServerPaths(state_dir.expanduser().absolute())
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def start_server(
+    state_dir: Path,
+    *,
+    port: int | None = None,
+    llm: LlmMode = "env",
+    timeout: float = 240.0,
+    system_dir: Path | None = None,
+) -> ServerInfo:
+    """Start the local Hindsight for ``state_dir``, or return the one already running.
+
+    ``llm="env"`` uses the provider configured in ``HINDSIGHT_API_LLM_*``; ``"offline"`` starts the
+    deterministic stand-in; ``"mock"`` (tests only) uses Hindsight's built-in mock. ``system_dir``
+    overrides where root keeps PostgreSQL (default ``$PI_HINDSIGHT_SYSTEM_DIR`` or
+    ``/var/lib/pi-hindsight``).
+    """
+    paths = _paths(state_dir)
+    with locked(paths, timeout=timeout):
+        existing = load_record(paths)
+        if existing is not None:
+            reused = _reuse(paths, existing, port=port, llm=llm)
+            if reused is not None:
+                return reused
+            logger.info("cleaning up the stale record of a server that is not running")
+            _stop_recorded(paths, existing, timeout=30.0)
+            remove_record(paths)
+        try:
+            return _start(paths, port=port, llm=llm, timeout=timeout, system_dir=system_dir)
+        except OSError as error:  # a file we cannot create, a program we cannot run, ...
+            raise LauncherError(
+                f"could not start the local Hindsight: {error}",
+                hint=f"logs are in {paths.logs}",
+            ) from error
+
+
+def _reuse(
+    paths: ServerPaths, record: ServerRecord, *, port: int | None, llm: LlmMode
+) -> ServerInfo | None:
+    alive = all(
+        name in record.processes and _alive(name, record.processes[name])
+        for name in _expected(record)
+    )
+    if not alive or record.phase != "running":
+        return None
+    deadline = time.monotonic() + HEALTH_GRACE
+    while not hindsight.health(record.base_url):
+        if time.monotonic() >= deadline:
+            logger.warning("the recorded server at %s is alive but unhealthy", record.base_url)
+            return None
+        time.sleep(0.5)
+    if port is not None and port != record.port:
+        raise LauncherError(
+            f"the server is already running on port {record.port}, not {port}",
+            hint="stop it first (`pi-hindsight server stop`) to restart it on another port",
+        )
+    if llm != record.llm:
+        raise LauncherError(
+            f"the server is already running with --llm {record.llm}, not {llm}",
+            hint="stop it first (`pi-hindsight server stop`) to change the LLM",
+        )
+    return _info(paths, record, reused=True, startup_seconds=None)
+
+
+def _choose_ports(port: int | None) -> tuple[int, int]:
+    if port is not None:
+        if not procs.port_is_free(port):
+            raise LauncherError(
+                f"port {port} on 127.0.0.1 is already in use",
+                hint="choose another --port, or leave it out to pick a free one",
+            )
+        api_port = port
+    else:
+        api_port = procs.free_port()
+    pg_port = procs.free_port()
+    while pg_port == api_port:
+        pg_port = procs.free_port()
+    return api_port, pg_port
+
+
+def _start(
+    paths: ServerPaths, *, port: int | None, llm: LlmMode, timeout: float, system_dir: Path | None
+) -> ServerInfo:
+    began = time.monotonic()
+    environ = dict(os.environ)
+    if llm == "env":
+        hindsight.llm_env("env", environ, None)  # fail before starting anything
+    api_port, pg_port = _choose_ports(port)
+    placement = postgres.plan(paths, system=system_dir)
+    postgres.prepare(placement, paths)
+    hindsight.executable()  # missing pieces fail here, before anything runs
+    hindsight.model_dir()
+    record = ServerRecord(
+        state_dir=paths.state_dir,
+        llm=llm,
+        started_at=_now(),
+        phase="starting",
+        host=hindsight.HOST,
+        port=api_port,
+    )
+    pg_log = paths.log("postgres")
+    try:
+        password = postgres.ensure_cluster(placement, paths, pg_log)
+        postgres.clear_orphan(placement, pg_log, timeout=30.0)
+        pg_identity = postgres.start(
+            placement, port=pg_port, log=pg_log, timeout=POSTGRES_START_TIMEOUT
+        )
+        pg_record = PostgresRecord(
+            port=pg_port,
+            data_dir=placement.data_dir,
+            install_dir=placement.install_dir,
+            os_user=placement.os_user.name if placement.os_user else None,
+            database=postgres.DATABASE,
+        )
+        record = replace(record, processes={"postgres": pg_identity}, postgres=pg_record)
+        save_record(paths, record)
+        postgres.ensure_database(placement, paths, pg_record, password, pg_log)
+
+        if llm == "offline":
+            standin, standin_url = hindsight.start_standin(
+                paths, environ, timeout=STANDIN_START_TIMEOUT
+            )
+            record = replace(
+                record,
+                processes={**record.processes, "standin": standin},
+                standin_url=standin_url,
+            )
+            save_record(paths, record)
+
+        env = hindsight.server_env(
+            environ=environ,
+            mode=llm,
+            port=api_port,
+            database_url=postgres.database_url(pg_record, password),
+            standin_url=record.standin_url,
+        )
+        log_offset = hindsight.log_size(paths.log("hindsight"))
+        server = hindsight.start_server(paths, env)
+        record = replace(record, processes={**record.processes, "hindsight": server})
+        save_record(paths, record)
+        remaining = max(5.0, timeout - (time.monotonic() - began))
+        hindsight.wait_healthy(record.base_url, server, paths.log("hindsight"), timeout=remaining)
+        record = replace(record, phase="running")
+        save_record(paths, record)
+    except BaseException:
+        # Also on KeyboardInterrupt: never leave half a server running.
+        logger.info("start failed; stopping what was started")
+        _stop_recorded(paths, record, timeout=15.0)
+        remove_record(paths)
+        raise
+    elapsed = round(time.monotonic() - began, 2)
+    logger.info("Hindsight healthy at %s after %.1fs", record.base_url, elapsed)
+    info = _info(paths, record, reused=False, startup_seconds=elapsed)
+    warnings = hindsight.startup_warnings(paths.log("hindsight"), log_offset)
+    for warning in warnings:
+        logger.info("Hindsight: %s", warning)
+    return replace(info, warnings=warnings)
+
+
+def _info(
+    paths: ServerPaths, record: ServerRecord, *, reused: bool, startup_seconds: float | None
+) -> ServerInfo:
+    if record.postgres is None:  # a record reaches here only after PostgreSQL started
+        raise LauncherError(f"{paths.record} has no PostgreSQL entry")
+    return ServerInfo(
+        base_url=record.base_url,
+        host=record.host,
+        port=record.port,
+        llm=record.llm,
+        started_at=record.started_at,
+        pids={name: ident.pid for name, ident in record.processes.items()},
+        state_dir=paths.state_dir,
+        log_dir=paths.logs,
+        data_dir=record.postgres.data_dir,
+        postgres_port=record.postgres.port,
+        postgres_install=record.postgres.install_dir,
+        postgres_user=record.postgres.os_user,
+        standin_url=record.standin_url,
+        reused=reused,
+        startup_seconds=startup_seconds,
+    )
+
+
+def _stop_recorded(
+    paths: ServerPaths, record: ServerRecord, *, timeout: float
+) -> tuple[StoppedProcess, ...]:
+    """Stop the recorded processes in reverse start order: Hindsight, stand-in, PostgreSQL."""
+    results: list[StoppedProcess] = []
+    for name in reversed(START_ORDER):
+        identity = record.processes.get(name)
+        if identity is None:
+            continue
+        outcome: procs.StopOutcome
+        if not _alive(name, identity):
+            outcome = "not_running"
+        elif name == "postgres" and record.postgres is not None:
+            placement = postgres.placement_from_record(record.postgres)
+            outcome = postgres.stop(placement, identity, log=paths.log("postgres"), timeout=timeout)
+        else:
+            outcome = procs.terminate(identity, timeout=timeout, first=signal.SIGTERM)
+        logger.info("%s (pid %d): %s", name, identity.pid, outcome)
+        results.append(StoppedProcess(name=name, pid=identity.pid, outcome=outcome))
+    return tuple(results)
+
+
+def stop_server(state_dir: Path, *, timeout: float = 30.0) -> StopReport:
+    """Stop the server ``start_server`` recorded for ``state_dir``.
+
+    Each process gets ``timeout`` seconds to exit gracefully (SIGTERM; PostgreSQL a fast
+    shutdown) before SIGKILL.
+    """
+    paths = _paths(state_dir)
+    with locked(paths, timeout=timeout + 60):
+        record = load_record(paths)
+        if record is None:
+            return StopReport(state_dir=paths.state_dir, recorded=False)
+        stopped = _stop_recorded(paths, record, timeout=timeout)
+        survivors = [p for p in stopped if p.outcome == "survived"]
+        if survivors:
+            names = ", ".join(f"{p.name} (pid {p.pid})" for p in survivors)
+            raise LauncherError(
+                f"could not stop {names}", hint=f"the record is kept in {paths.record}"
+            )
+        remove_record(paths)
+        return StopReport(state_dir=paths.state_dir, recorded=True, processes=stopped)
+
+
+def server_status(state_dir: Path) -> ServerStatus:
+    """Whether the recorded server's processes are alive and Hindsight answers /health."""
+    paths = _paths(state_dir)
+    record = load_record(paths)
+    if record is None:
+        return ServerStatus(state_dir=paths.state_dir, recorded=False, running=False, healthy=False)
+    alive = {name: _alive(name, ident) for name, ident in record.processes.items()}
+    missing = [n for n in _expected(record) if not alive.get(n)]
+    running = not missing and record.phase == "running"
+    healthy = running and hindsight.health(record.base_url)
+    problem = None
+    if record.phase != "running":
+        problem = "a start is in progress or was interrupted"
+    elif missing:
+        problem = "not running: " + ", ".join(missing)
+    elif not healthy:
+        problem = f"{record.base_url}/health does not report healthy"
+    rss = {n: r for n, i in record.processes.items() if (r := procs.rss_bytes(i.pid)) and alive[n]}
+    return ServerStatus(
+        state_dir=paths.state_dir,
+        recorded=True,
+        running=running,
+        healthy=healthy,
+        base_url=record.base_url,
+        llm=record.llm,
+        phase=record.phase,
+        started_at=record.started_at,
+        pids={name: ident.pid for name, ident in record.processes.items()},
+        alive={str(k): v for k, v in alive.items()},
+        rss_bytes={str(k): v for k, v in rss.items()},
+        data_dir=record.postgres.data_dir if record.postgres else None,
+        log_dir=paths.logs,
+        problem=problem,
+    )
+
+
+def recorded_base_url(state_dir: Path) -> str | None:
+    """The base URL of the server ``start_server`` recorded, if its Hindsight process is alive.
+
+    Cheap (reads ``server.json`` and ``/proc``; no HTTP). Raises CorruptStateError when
+    ``server.json`` is damaged.
+    """
+    record = load_record(_paths(state_dir))
+    if record is None or record.phase != "running":
+        return None
+    identity = record.processes.get("hindsight")
+    if identity is None or not _alive("hindsight", identity):
+        return None
+    return record.base_url

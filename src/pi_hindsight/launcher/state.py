@@ -1,0 +1,250 @@
+"""What the launcher records about the server it started, and where.
+
+Everything lives under ``<state_dir>/server/`` (directories 0700, files 0600)::
+
+    server.json     the running server: processes (pid + start time), ports, URLs, data location
+    cluster.json    the PostgreSQL cluster: where its data is and the superuser password
+    lock            serialises start/stop between processes (flock)
+    logs/           hindsight.log, postgres.log, standin.log
+    run/            Hindsight's working directory: empty except an empty ``.env``
+    pgdata/         the database, when not running as root (see postgres.py)
+
+``server.json`` is written as soon as the first process is up and rewritten after each one, so a
+crash half-way through a start still leaves a record that ``stop`` can clean up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pi_hindsight.errors import CorruptStateError, LauncherError
+from pi_hindsight.launcher.procs import ProcessIdentity
+from pi_hindsight.paths import ensure_private_dir
+
+logger = logging.getLogger(__name__)
+
+RECORD_VERSION = 1
+
+LlmMode = Literal["env", "offline", "mock"]
+ProcessName = Literal["postgres", "standin", "hindsight"]
+# The order processes start in; they stop in reverse.
+START_ORDER: tuple[ProcessName, ...] = ("postgres", "standin", "hindsight")
+
+
+@dataclass(frozen=True)
+class ServerPaths:
+    """The files of one state directory's server."""
+
+    state_dir: Path
+
+    @property
+    def root(self) -> Path:
+        return self.state_dir / "server"
+
+    @property
+    def record(self) -> Path:
+        return self.root / "server.json"
+
+    @property
+    def cluster(self) -> Path:
+        return self.root / "cluster.json"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "lock"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def run(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def local_pgdata(self) -> Path:
+        return self.root / "pgdata"
+
+    @property
+    def standin_ready(self) -> Path:
+        return self.root / "standin.ready.json"
+
+    def log(self, name: ProcessName) -> Path:
+        return self.logs / f"{name}.log"
+
+    def ensure(self) -> None:
+        for directory in (self.root, self.logs, self.run):
+            ensure_private_dir(directory)
+        # Hindsight loads the first .env it finds walking up from its working directory; an
+        # empty one here stops that walk before it reaches a stranger's file.
+        dotenv = self.run / ".env"
+        if not dotenv.exists():
+            write_private(dotenv, "")
+
+
+@dataclass(frozen=True)
+class PostgresRecord:
+    """Where the cluster lives and how to reach it."""
+
+    port: int
+    data_dir: Path
+    install_dir: Path
+    os_user: str | None  # None: runs as the launching user
+    database: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "port": self.port,
+            "data_dir": str(self.data_dir),
+            "install_dir": str(self.install_dir),
+            "os_user": self.os_user,
+            "database": self.database,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PostgresRecord:
+        return cls(
+            port=int(data["port"]),
+            data_dir=Path(data["data_dir"]),
+            install_dir=Path(data["install_dir"]),
+            os_user=data.get("os_user"),
+            database=str(data["database"]),
+        )
+
+
+@dataclass(frozen=True)
+class ServerRecord:
+    """The content of ``server.json``."""
+
+    state_dir: Path
+    llm: LlmMode
+    started_at: str
+    phase: Literal["starting", "running"]
+    host: str
+    port: int
+    processes: dict[ProcessName, ProcessIdentity] = field(default_factory=dict)
+    postgres: PostgresRecord | None = None
+    standin_url: str | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": RECORD_VERSION,
+            "state_dir": str(self.state_dir),
+            "llm": self.llm,
+            "started_at": self.started_at,
+            "phase": self.phase,
+            "host": self.host,
+            "port": self.port,
+            "base_url": self.base_url,
+            "processes": {name: ident.to_json() for name, ident in self.processes.items()},
+            "postgres": self.postgres.to_json() if self.postgres else None,
+            "standin_url": self.standin_url,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ServerRecord:
+        if data.get("version") != RECORD_VERSION:
+            raise ValueError(f"unknown record version {data.get('version')!r}")
+        processes: dict[ProcessName, ProcessIdentity] = {}
+        for name in START_ORDER:
+            if name in data["processes"]:
+                processes[name] = ProcessIdentity.from_json(data["processes"][name])
+        postgres = data.get("postgres")
+        return cls(
+            state_dir=Path(data["state_dir"]),
+            llm=data["llm"],
+            started_at=str(data["started_at"]),
+            phase=data["phase"],
+            host=str(data["host"]),
+            port=int(data["port"]),
+            processes=processes,
+            postgres=PostgresRecord.from_json(postgres) if postgres else None,
+            standin_url=data.get("standin_url"),
+        )
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` atomically to ``path`` with mode 0600."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    tmp.replace(path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from ``path``; None if missing; CorruptStateError if unreadable."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CorruptStateError(f"{path} is not valid JSON: {error}") from error
+    if not isinstance(data, dict):
+        raise CorruptStateError(f"{path} does not hold a JSON object")
+    return data
+
+
+def load_record(paths: ServerPaths) -> ServerRecord | None:
+    data = read_json(paths.record)
+    if data is None:
+        return None
+    try:
+        return ServerRecord.from_json(data)
+    except (KeyError, TypeError, ValueError) as error:
+        raise CorruptStateError(
+            f"{paths.record} is not a server record this version understands: {error}",
+            hint=f"stop any server it describes by hand, then delete {paths.record}",
+        ) from error
+
+
+def save_record(paths: ServerPaths, record: ServerRecord) -> None:
+    write_private(paths.record, json.dumps(record.to_json(), indent=2) + "\n")
+
+
+def remove_record(paths: ServerPaths) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        paths.record.unlink()
+
+
+@contextlib.contextmanager
+def locked(paths: ServerPaths, *, timeout: float) -> Iterator[None]:
+    """Hold the state dir's launcher lock (one start/stop at a time)."""
+    paths.ensure()
+    fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as error:
+                if error.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise LauncherError(
+                        f"another pi-hindsight process holds {paths.lock}",
+                        hint="wait for the other `server start`/`stop` to finish",
+                    ) from error
+                time.sleep(0.1)
+        yield
+    finally:
+        os.close(fd)

@@ -1,0 +1,222 @@
+"""The Pi role: a scripted coding-agent model for Pi's ``openai-completions`` provider.
+
+Pi streams every request. What it says is decided by a *script*::
+
+    {
+      "rules": [
+        {"match": "hello", "reply": "Hi there."},
+        {"match": "list files",
+         "tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}],
+         "then_reply": "Listed: {tool_result}"},
+        {"match": "two steps",
+         "steps": [[{"name": "read", "arguments": {"path": "a.txt"}}],
+                   [{"name": "bash", "arguments": {"command": "wc -l a.txt"}}]],
+         "then_reply": "Done."}
+      ],
+      "default_reply": "Understood."
+    }
+
+A rule matches when ``match`` is a case-insensitive substring of the latest *real* user
+prompt: the last ``role: user`` message whose text does not start with
+``<hindsight-memory`` (the fence of the memory messages pi-hindsight injects, which Pi
+sends as user-role messages). The first matching rule wins; no match gets
+``default_reply``. A tool rule answers with its rounds of tool calls, one round per model
+turn, counting the assistant tool-call turns since that prompt, then with ``then_reply``
+(in which ``{tool_result}`` becomes the text of the last tool result). ``tool_calls`` is
+shorthand for a single round.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pi_hindsight.errors import ConfigError
+from pi_hindsight.standin.wire import (
+    JsonObject,
+    Reply,
+    ToolCall,
+    content_text,
+    messages_of,
+    text_reply,
+    tool_call_id,
+)
+
+MEMORY_FENCE = "<hindsight-memory"
+DEFAULT_REPLY = "Understood."
+TOOL_RESULT_PLACEHOLDER = "{tool_result}"
+#: Longest tool result substituted into a ``then_reply``.
+MAX_TOOL_RESULT_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class ScriptedCall:
+    name: str
+    arguments: JsonObject
+
+
+@dataclass(frozen=True)
+class Rule:
+    match: str
+    reply: str | None = None
+    steps: tuple[tuple[ScriptedCall, ...], ...] = ()
+    then_reply: str = DEFAULT_REPLY
+
+
+@dataclass(frozen=True)
+class PiScript:
+    """A validated Pi script (see the module docstring for the format)."""
+
+    rules: tuple[Rule, ...] = ()
+    default_reply: str = DEFAULT_REPLY
+
+    @classmethod
+    def from_json(cls, data: Any, *, source: str = "script") -> PiScript:
+        """Validate a script; raise :class:`ConfigError` naming the bad key."""
+        if data is None:
+            return cls()
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{source}: the script must be a JSON object", hint=_HINT)
+        unknown = set(data) - {"rules", "default_reply"}
+        if unknown:
+            raise ConfigError(f"{source}: unknown key(s) {sorted(unknown)}", hint=_HINT)
+        default = data.get("default_reply", DEFAULT_REPLY)
+        if not isinstance(default, str):
+            raise ConfigError(f"{source}: default_reply must be a string", hint=_HINT)
+        raw_rules = data.get("rules", [])
+        if not isinstance(raw_rules, list):
+            raise ConfigError(f"{source}: rules must be a list", hint=_HINT)
+        rules = tuple(_rule(r, f"{source}: rules[{i}]") for i, r in enumerate(raw_rules))
+        return cls(rules=rules, default_reply=default)
+
+
+def read_script(path: Path) -> dict[str, Any]:
+    """Read a script file and validate it; raise :class:`ConfigError` naming the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the script ({error.strerror})") from error
+    except ValueError as error:
+        raise ConfigError(f"{path}: the script is not valid JSON ({error})") from error
+    PiScript.from_json(data, source=str(path))
+    if not isinstance(data, dict):  # from_json accepted null: an empty script
+        return {}
+    return data
+
+
+_HINT = (
+    'expected {"rules": [{"match", "reply" | "tool_calls"/"steps" + "then_reply"}], '
+    '"default_reply"}'
+)
+_RULE_KEYS = {"match", "reply", "tool_calls", "steps", "then_reply"}
+
+
+def _calls(raw: Any, where: str) -> tuple[ScriptedCall, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"{where}: a round of tool calls must be a non-empty list", hint=_HINT)
+    calls = []
+    for i, call in enumerate(raw):
+        if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
+            raise ConfigError(f"{where}[{i}]: each tool call needs a string 'name'", hint=_HINT)
+        arguments = call.get("arguments", {})
+        if not isinstance(arguments, Mapping):
+            raise ConfigError(f"{where}[{i}]: 'arguments' must be an object", hint=_HINT)
+        calls.append(ScriptedCall(name=call["name"], arguments=dict(arguments)))
+    return tuple(calls)
+
+
+def _rule(raw: Any, where: str) -> Rule:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: each rule must be an object", hint=_HINT)
+    unknown = set(raw) - _RULE_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}", hint=_HINT)
+    match = raw.get("match", "")
+    if not isinstance(match, str):
+        raise ConfigError(f"{where}: 'match' must be a string", hint=_HINT)
+    if "tool_calls" in raw and "steps" in raw:
+        raise ConfigError(f"{where}: give 'tool_calls' or 'steps', not both", hint=_HINT)
+    steps: tuple[tuple[ScriptedCall, ...], ...] = ()
+    if "tool_calls" in raw:
+        steps = (_calls(raw["tool_calls"], f"{where}.tool_calls"),)
+    elif "steps" in raw:
+        if not isinstance(raw["steps"], list) or not raw["steps"]:
+            raise ConfigError(f"{where}: 'steps' must be a non-empty list of rounds", hint=_HINT)
+        steps = tuple(_calls(step, f"{where}.steps[{i}]") for i, step in enumerate(raw["steps"]))
+    reply = raw.get("reply")
+    then_reply = raw.get("then_reply", DEFAULT_REPLY)
+    if reply is not None and not isinstance(reply, str):
+        raise ConfigError(f"{where}: 'reply' must be a string", hint=_HINT)
+    if not isinstance(then_reply, str):
+        raise ConfigError(f"{where}: 'then_reply' must be a string", hint=_HINT)
+    if (reply is None) == (not steps):
+        raise ConfigError(f"{where}: give exactly one of 'reply' or tool calls", hint=_HINT)
+    return Rule(match=match, reply=reply, steps=steps, then_reply=then_reply)
+
+
+def _is_memory(text: str) -> bool:
+    return text.lstrip().startswith(MEMORY_FENCE)
+
+
+def latest_prompt_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
+    """Index of the last real user prompt (memory messages are not prompts)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") == "user" and not _is_memory(content_text(message.get("content"))):
+            return index
+    return None
+
+
+def latest_prompt(body: Mapping[str, Any]) -> str:
+    """The text of the latest real user prompt ("" when there is none)."""
+    messages = messages_of(body)
+    index = latest_prompt_index(messages)
+    return "" if index is None else content_text(messages[index].get("content"))
+
+
+def classify(body: Mapping[str, Any]) -> str:
+    """The kind of Pi request: a new prompt, a tool result to follow up, or other."""
+    messages = messages_of(body)
+    last = messages[-1].get("role") if messages else None
+    if last == "tool":
+        return "tool_result"
+    if last == "user":
+        return "prompt"
+    return "other"
+
+
+def _last_tool_result(messages: Sequence[Mapping[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "tool":
+            return content_text(message.get("content"))[:MAX_TOOL_RESULT_CHARS]
+    return ""
+
+
+def answer(script: PiScript, body: Mapping[str, Any]) -> Reply:
+    """What the scripted model says next in this conversation."""
+    messages = messages_of(body)
+    index = latest_prompt_index(messages)
+    prompt = "" if index is None else content_text(messages[index].get("content")).lower()
+    rule = next((r for r in script.rules if r.match.lower() in prompt), None)
+    if rule is None:
+        return text_reply(script.default_reply)
+    if rule.reply is not None:
+        return text_reply(rule.reply)
+    since_prompt = messages[index + 1 :] if index is not None else messages
+    rounds_done = sum(
+        1 for m in since_prompt if m.get("role") == "assistant" and m.get("tool_calls")
+    )
+    if rounds_done < len(rule.steps):
+        calls = tuple(
+            ToolCall(
+                id=tool_call_id(index, prompt, rounds_done, position, call.name),
+                name=call.name,
+                arguments=call.arguments,
+            )
+            for position, call in enumerate(rule.steps[rounds_done])
+        )
+        return Reply(tool_calls=calls)
+    return text_reply(rule.then_reply.replace(TOOL_RESULT_PLACEHOLDER, _last_tool_result(messages)))

@@ -1,0 +1,26 @@
+"""Test isolation: every test gets its own state dir and Pi agent dir; nothing touches ~/.pi.
+
+Heavy services start once per run (``tests/plugins/hindsight_server.py``); tests isolate
+themselves with fresh banks, state dirs and Pi agent dirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["tests.plugins.hindsight_server", "tests.plugins.standin", "tests.plugins.pi"]
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    state = tmp_path / "state"
+    agent = tmp_path / "agent"
+    monkeypatch.setenv("PI_HINDSIGHT_STATE_DIR", str(state))
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.setenv("PI_OFFLINE", "1")
+    for variable in ("HINDSIGHT_BASE_URL", "HINDSIGHT_API_KEY", "PI_HINDSIGHT_PROJECT_BANK_ID"):
+        monkeypatch.delenv(variable, raising=False)
+    yield state

@@ -1,0 +1,101 @@
+"""Pytest plugin: one real local Hindsight for the whole test run.
+
+Load it with ``-p tests.plugins.hindsight_server`` (or from a conftest's ``pytest_plugins``).
+
+- ``hindsight_server`` (session): starts Hindsight through the launcher with the offline LLM
+  stand-in in a temporary state directory, yields its :class:`ServerInfo`, and stops it when the
+  session ends — also after failures and Ctrl-C (and SIGTERM, which is turned into Ctrl-C).
+- ``PI_HINDSIGHT_TEST_SERVER_URL=http://127.0.0.1:PORT`` uses that running server instead; the
+  yielded ServerInfo then has only ``base_url``/``host``/``port`` (``pids`` is empty), and tests
+  about the launcher itself skip.
+- ``PI_HINDSIGHT_TEST_LLM`` (default ``offline``) picks the LLM mode of the started server;
+  ``mock`` (Hindsight's built-in) is for working on the launcher without the stand-in.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import cast
+from urllib.parse import urlsplit
+
+import pytest
+
+from pi_hindsight.launcher import LlmMode, ServerInfo, start_server, stop_server
+
+SERVER_URL_ENV = "PI_HINDSIGHT_TEST_SERVER_URL"
+LLM_ENV = "PI_HINDSIGHT_TEST_LLM"
+
+
+def llm_mode_for_tests() -> LlmMode:
+    mode = os.environ.get(LLM_ENV, "offline")
+    if mode not in ("offline", "mock", "env"):
+        raise pytest.UsageError(f"{LLM_ENV} must be offline, mock or env, not {mode!r}")
+    return cast(LlmMode, mode)
+
+
+def external_info(url: str) -> ServerInfo:
+    """A ServerInfo for a server this run did not start (only the address is known)."""
+    parts = urlsplit(url.rstrip("/"))
+    unknown = Path()
+    return ServerInfo(
+        base_url=url.rstrip("/"),
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 80,
+        llm="env",
+        started_at="",
+        pids={},
+        state_dir=unknown,
+        log_dir=unknown,
+        data_dir=unknown,
+        postgres_port=0,
+        postgres_install=unknown,
+        postgres_user=None,
+        standin_url=None,
+        reused=True,
+        startup_seconds=None,
+    )
+
+
+@pytest.fixture(scope="session")
+def hindsight_system_dir() -> Iterator[Path]:
+    """Where PostgreSQL goes when the tests run as root: a directory any user can traverse.
+
+    (pytest's own temporary directories are mode 0700, closed to the ``postgres`` user.)
+    """
+    path = Path(tempfile.mkdtemp(prefix="pi-hindsight-system-"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _sigterm_as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@pytest.fixture(scope="session")
+def hindsight_server(
+    tmp_path_factory: pytest.TempPathFactory, hindsight_system_dir: Path
+) -> Iterator[ServerInfo]:
+    url = os.environ.get(SERVER_URL_ENV)
+    if url:
+        yield external_info(url)
+        return
+    state_dir = tmp_path_factory.mktemp("hindsight-state")
+    # A CI timeout sends SIGTERM: turn it into KeyboardInterrupt so the teardown below still runs.
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    try:
+        info = start_server(state_dir, llm=llm_mode_for_tests(), system_dir=hindsight_system_dir)
+        yield info
+    finally:
+        stop_server(state_dir)
+        if previous is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -1,0 +1,139 @@
+"""Pytest plugin: a real Pi with our extension installed, talking to the stand-in model and the
+real Hindsight from the launcher.
+
+- ``pi_world`` (function): an isolated Pi agent dir (``$PI_CODING_AGENT_DIR`` of the test) with
+  the extension installed by ``install_extension``, Pi pointed at ``chat_standin``, our state dir
+  configured for the session's Hindsight server and a bank of its own (fresh per test).
+- ``make_repo(path, remote=None)``: a git repository (optionally with an origin URL; nothing is
+  ever fetched).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pi_hindsight.cli.setup_cmd import install_extension
+from pi_hindsight.standin import StandIn
+from tests.plugins.standin import pi_env, write_pi_agent_dir
+
+PI_TIMEOUT_S = 120
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_repo(path: Path, remote: str | None = None) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    _git(path, "init", "-q", "-b", "main")
+    _git(
+        path,
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.com",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "init",
+    )
+    if remote:
+        _git(path, "remote", "add", "origin", remote)
+    return path
+
+
+@dataclass
+class PiWorld:
+    pi: Path
+    agent_dir: Path
+    state_dir: Path
+    bank_id: str
+    base_url: str
+    standin: StandIn
+
+    def env(self) -> dict[str, str]:
+        env = pi_env(self.agent_dir)
+        env["PI_HINDSIGHT_STATE_DIR"] = str(self.state_dir)
+        return env
+
+    def run(
+        self, cwd: Path, *prompts: str, args: tuple[str, ...] = (), check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        completed = subprocess.run(
+            [str(self.pi), *args, "-p", *prompts],
+            cwd=cwd,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=PI_TIMEOUT_S,
+            check=False,
+        )
+        if check and completed.returncode != 0:
+            raise AssertionError(
+                f"pi exited {completed.returncode}\nstdout:\n{completed.stdout}\n"
+                f"stderr:\n{completed.stderr}"
+            )
+        return completed
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        completed = subprocess.run(
+            [sys.executable, "-m", "pi_hindsight", *args],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=PI_TIMEOUT_S,
+            check=False,
+        )
+        if check and completed.returncode != 0:
+            raise AssertionError(
+                f"pi-hindsight {' '.join(args)} exited {completed.returncode}\n"
+                f"stdout:\n{completed.stdout}\nstderr:\n{completed.stderr}"
+            )
+        return completed
+
+    def register(self, path: Path) -> None:
+        self.cli("scope", "register", str(path))
+
+    def drain(self) -> None:
+        """Wait until every retain is confirmed by Hindsight (the next session can recall it)."""
+        self.cli("outbox", "drain", "--timeout", "120")
+
+    def pi_requests(self) -> list[dict[str, object]]:
+        return self.standin.requests("pi")
+
+
+@pytest.fixture
+def pi_world(
+    tmp_path: Path,
+    pi_binary: Path,
+    chat_standin: StandIn,
+    hindsight_server: object,
+    isolated_dirs: Path,
+) -> PiWorld:
+    agent_dir = Path(os.environ["PI_CODING_AGENT_DIR"])
+    write_pi_agent_dir(agent_dir, chat_standin)
+    install_extension(agent_dir, sys.executable)
+    base_url = str(getattr(hindsight_server, "base_url"))  # noqa: B009 - plugin type is opaque here
+    bank_id = f"test-{uuid.uuid4().hex[:12]}"
+    isolated_dirs.mkdir(parents=True, exist_ok=True)
+    (isolated_dirs / "config.json").write_text(
+        json.dumps({"hindsight": {"baseUrl": base_url}, "projectBank": {"bankId": bank_id}}),
+        encoding="utf-8",
+    )
+    return PiWorld(
+        pi=pi_binary,
+        agent_dir=agent_dir,
+        state_dir=isolated_dirs,
+        bank_id=bank_id,
+        base_url=base_url,
+        standin=chat_standin,
+    )
