@@ -132,7 +132,7 @@ def main() -> None:
         bank = f"bench-{uuid.uuid4().hex[:8]}"
         state.mkdir()
         (state / "config.json").write_text(
-            json.dumps({"hindsight": {"baseUrl": base_url}, "projectBank": {"bankId": bank}})
+            json.dumps({"hindsight": {"baseUrl": base_url}, "banks": {"project": {"bankId": bank}}})
         )
         env = dict(os.environ, PI_HINDSIGHT_STATE_DIR=str(state))
         subprocess.run(

@@ -104,7 +104,10 @@ def main() -> None:
             state_dir.mkdir(parents=True, exist_ok=True)
             (state_dir / "config.json").write_text(
                 json.dumps(
-                    {"hindsight": {"baseUrl": info.base_url}, "projectBank": {"bankId": "pi-demo"}}
+                    {
+                        "hindsight": {"baseUrl": info.base_url},
+                        "banks": {"project": {"bankId": "pi-demo"}},
+                    }
                 )
             )
 

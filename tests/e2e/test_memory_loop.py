@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.plugins.pi import PiWorld, make_repo
+from tests.plugins.pi import ConnectionCanary, PiWorld, make_repo
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 
@@ -128,45 +125,6 @@ def test_a_second_registered_repository_never_receives_the_first_ones_fact(
     assert "Zephyr" not in json.dumps(_messages(request))
     # The recall did run for gamma (it is registered): its own fact can come back.
     assert "Zephyr" not in memory
-
-
-class ConnectionCanary:
-    """A loopback listener that records every connection made to it."""
-
-    def __init__(self) -> None:
-        self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.socket.bind(("127.0.0.1", 0))
-        self.socket.listen(16)
-        self.socket.settimeout(0.2)
-        self.connections = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.socket.getsockname()[1]}"
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                connection, _ = self.socket.accept()
-            except OSError:
-                continue
-            self.connections += 1
-            connection.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.socket.close()
-
-
-@pytest.fixture
-def canary() -> Iterator[ConnectionCanary]:
-    listener = ConnectionCanary()
-    yield listener
-    listener.close()
 
 
 def test_an_unregistered_directory_gets_no_memory_and_makes_no_connection(

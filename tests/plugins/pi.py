@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,7 +131,7 @@ def pi_world(
     bank_id = f"test-{uuid.uuid4().hex[:12]}"
     isolated_dirs.mkdir(parents=True, exist_ok=True)
     (isolated_dirs / "config.json").write_text(
-        json.dumps({"hindsight": {"baseUrl": base_url}, "projectBank": {"bankId": bank_id}}),
+        json.dumps({"hindsight": {"baseUrl": base_url}, "banks": {"project": {"bankId": bank_id}}}),
         encoding="utf-8",
     )
     return PiWorld(
@@ -137,3 +142,113 @@ def pi_world(
         base_url=base_url,
         standin=chat_standin,
     )
+
+
+class PiRpc:
+    """A real ``pi --mode rpc`` process: send JSON commands, wait for JSON events."""
+
+    def __init__(self, world: PiWorld, cwd: Path) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self.process = subprocess.Popen(
+            [str(world.pi), "--mode", "rpc"],
+            cwd=cwd,
+            env=world.env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.strip():
+                with self._lock:
+                    self.events.append(json.loads(line))
+
+    def send(self, command: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+
+    def wait_for(
+        self,
+        predicate: Callable[[dict[str, Any]], bool],
+        what: str,
+        *,
+        after: int = 0,
+        timeout: float = 60,
+    ) -> tuple[int, dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                for index in range(after, len(self.events)):
+                    if predicate(self.events[index]):
+                        return index, self.events[index]
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise AssertionError(
+            f"timed out waiting for {what}; events: {json.dumps(self.events)[-3000:]}"
+        )
+
+    def prompt(self, message: str) -> int:
+        """Send a prompt and wait until its agent run ended; returns the index of agent_end."""
+        start = len(self.events)
+        self.send({"type": "prompt", "message": message})
+        index, _ = self.wait_for(lambda e: e.get("type") == "agent_end", "agent_end", after=start)
+        return index
+
+    def close(self) -> int:
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            self.process.stdin.close()
+        try:
+            return self.process.wait(timeout=30)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+            for stream in (self.process.stdout, self.process.stderr):
+                if stream is not None:
+                    stream.close()
+
+
+class ConnectionCanary:
+    """A loopback listener that records every connection made to it."""
+
+    def __init__(self) -> None:
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen(16)
+        self.socket.settimeout(0.2)
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.socket.getsockname()[1]}"
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            connection.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.socket.close()
+
+
+@pytest.fixture
+def canary() -> Iterator[ConnectionCanary]:
+    listener = ConnectionCanary()
+    yield listener
+    listener.close()

@@ -95,7 +95,7 @@ def test_turn_messages_drop_injected_memory_summaries_and_tool_output() -> None:
         },
         {"role": "assistant", "content": [{"type": "text", "text": "We deploy to Zephyr."}]},
     ]
-    turns = json.loads(render_turn(turn_messages(messages)))
+    turns = json.loads(render_turn(turn_messages(messages)).content)
     assert turns == [
         {"role": "user", "content": "Where do we deploy?"},
         {"role": "assistant", "content": "Let me check."},
@@ -105,5 +105,5 @@ def test_turn_messages_drop_injected_memory_summaries_and_tool_output() -> None:
 
 
 def test_a_turn_of_only_tool_mentions_is_not_retained() -> None:
-    assert render_turn([TurnMessage("tool", "", tool_name="bash")]) == ""
-    assert render_turn([]) == ""
+    assert render_turn([TurnMessage("tool_call", "", tool_name="bash")]).content == ""
+    assert render_turn([]).content == ""

@@ -24,19 +24,24 @@ from typing import Any, Literal
 import aiohttp
 from hindsight_client_api.api.banks_api import BanksApi
 from hindsight_client_api.api.memory_api import MemoryApi
+from hindsight_client_api.api.mental_models_api import MentalModelsApi
 from hindsight_client_api.api.monitoring_api import MonitoringApi
 from hindsight_client_api.api.operations_api import OperationsApi
 from hindsight_client_api.api_client import ApiClient
 from hindsight_client_api.configuration import Configuration
 from hindsight_client_api.exceptions import ApiException
 from hindsight_client_api.models.create_bank_request import CreateBankRequest
+from hindsight_client_api.models.create_mental_model_request import CreateMentalModelRequest
 from hindsight_client_api.models.recall_request import RecallRequest
+from hindsight_client_api.models.reflect_request import ReflectRequest
 from hindsight_client_api.models.retain_request import RetainRequest
 
 from pi_hindsight.backend.records import (
     BankMissions,
     MemoryRecord,
+    MentalModel,
     OperationStatus,
+    ReflectResult,
     RetainAccepted,
     RetainItem,
     TagsMatch,
@@ -108,6 +113,7 @@ class HindsightBackend:
         self._banks = BanksApi(self._client)
         self._operations = OperationsApi(self._client)
         self._monitoring = MonitoringApi(self._client)
+        self._mental_models = MentalModelsApi(self._client)
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -249,5 +255,103 @@ class HindsightBackend:
             error_message=response.error_message,
         )
 
+    async def get_mental_model(
+        self, bank: str, model_id: str, *, timeout: float
+    ) -> MentalModel | None:
+        """The mental model, or None when it does not exist (HTTP 404)."""
+        try:
+            async with self._call("mental model lookup", bank, timeout):
+                response = await self._mental_models.get_mental_model(
+                    bank, model_id, _request_timeout=timeout
+                )
+        except BackendRejected as error:
+            if error.status == 404:
+                return None
+            raise
+        return MentalModel(
+            id=response.id,
+            name=response.name,
+            content=response.content,
+            tags=tuple(response.tags or ()),
+            last_refreshed_at=response.last_refreshed_at,
+            is_stale=response.is_stale,
+            source_query=response.source_query,
+        )
 
-_STATES = {"pending", "processing", "completed", "failed", "cancelled"}
+    async def create_mental_model(
+        self,
+        bank: str,
+        *,
+        model_id: str,
+        name: str,
+        source_query: str,
+        tags: Sequence[str],
+        max_tokens: int,
+        trigger: dict[str, Any],
+        timeout: float,
+    ) -> str | None:
+        """Create a mental model; returns the operation id of its first refresh."""
+        request = CreateMentalModelRequest.from_dict(
+            {
+                "id": model_id,
+                "name": name,
+                "source_query": source_query,
+                "tags": list(tags),
+                "max_tokens": max_tokens,
+                "trigger": trigger,
+            }
+        )
+        if request is None:  # pragma: no cover - from_dict only returns None for None input
+            raise BackendRejected("mental model request could not be built")
+        async with self._call("mental model creation", bank, timeout):
+            response = await self._mental_models.create_mental_model(
+                bank, request, _request_timeout=timeout
+            )
+        return response.operation_id
+
+    async def refresh_mental_model(self, bank: str, model_id: str, *, timeout: float) -> str:
+        """Ask Hindsight to refresh; returns the operation id (accepted is not completed)."""
+        async with self._call("mental model refresh", bank, timeout):
+            response = await self._mental_models.refresh_mental_model(
+                bank, model_id, _request_timeout=timeout
+            )
+        return str(response.operation_id)
+
+    async def reflect(
+        self,
+        bank: str,
+        query: str,
+        *,
+        tags: Sequence[str],
+        tags_match: TagsMatch,
+        timeout: float,
+        budget: Literal["low", "mid", "high"] = "mid",
+        max_tokens: int = 2048,
+        context: str | None = None,
+    ) -> ReflectResult:
+        request = ReflectRequest.from_dict(
+            {
+                "query": query,
+                "budget": budget,
+                "context": context,
+                "max_tokens": max_tokens,
+                "include": {"facts": {}},
+                "tags": list(tags),
+                "tags_match": tags_match,
+            }
+        )
+        if request is None:  # pragma: no cover
+            raise BackendRejected("reflect request could not be built")
+        async with self._call("reflect", bank, timeout):
+            response = await self._memory.reflect(bank, request, _request_timeout=timeout)
+        based_on = response.based_on
+        memories = based_on.memories if based_on and based_on.memories else []
+        models = based_on.mental_models if based_on and based_on.mental_models else []
+        return ReflectResult(
+            text=response.text,
+            memory_ids=tuple(str(memory.id) for memory in memories if memory.id),
+            mental_model_ids=tuple(str(model.id) for model in models if model.id),
+        )
+
+
+_STATES = {"pending", "processing", "completed", "failed", "cancelled", "not_found"}

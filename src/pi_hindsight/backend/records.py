@@ -7,7 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 TagsMatch = Literal["any", "all", "any_strict", "all_strict", "exact"]
-OperationState = Literal["pending", "processing", "completed", "failed", "cancelled", "unknown"]
+# "not_found": Hindsight answers 200 with this status for an id it does not know (deleted,
+# pruned, or its bank deleted).
+OperationState = Literal[
+    "pending", "processing", "completed", "failed", "cancelled", "not_found", "unknown"
+]
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,26 @@ class BankMissions:
     reflect_mission: str | None = None
 
 
+@dataclass(frozen=True)
+class MentalModel:
+    """A Hindsight mental model (the startup memo is one), with its refresh metadata."""
+
+    id: str
+    name: str
+    content: str | None
+    tags: tuple[str, ...]
+    last_refreshed_at: str | None
+    is_stale: bool | None
+    source_query: str | None = None
+
+
+@dataclass(frozen=True)
+class ReflectResult:
+    text: str
+    memory_ids: tuple[str, ...]  # exactly what the backend cited; never invented
+    mental_model_ids: tuple[str, ...]
+
+
 class MemoryBackend(Protocol):
     """What the engine needs from a Hindsight server (``HindsightBackend`` implements it)."""
 
@@ -100,3 +124,35 @@ class MemoryBackend(Protocol):
     async def operation_status(
         self, bank: str, operation_id: str, *, timeout: float
     ) -> OperationStatus: ...
+
+    async def get_mental_model(
+        self, bank: str, model_id: str, *, timeout: float
+    ) -> MentalModel | None: ...
+
+    async def create_mental_model(
+        self,
+        bank: str,
+        *,
+        model_id: str,
+        name: str,
+        source_query: str,
+        tags: Sequence[str],
+        max_tokens: int,
+        trigger: dict[str, Any],
+        timeout: float,
+    ) -> str | None: ...
+
+    async def refresh_mental_model(self, bank: str, model_id: str, *, timeout: float) -> str: ...
+
+    async def reflect(
+        self,
+        bank: str,
+        query: str,
+        *,
+        tags: Sequence[str],
+        tags_match: TagsMatch,
+        timeout: float,
+        budget: Literal["low", "mid", "high"] = "mid",
+        max_tokens: int = 2048,
+        context: str | None = None,
+    ) -> ReflectResult: ...

@@ -22,6 +22,8 @@ _SUBCOMMANDS: dict[str, str] = {
     "scope": "pi_hindsight.cli.scope_cmd:scope",
     "status": "pi_hindsight.cli.status_cmd:status",
     "outbox": "pi_hindsight.cli.outbox_cmd:outbox",
+    "config": "pi_hindsight.cli.config_cmd:config",
+    "evidence": "pi_hindsight.cli.evidence_cmd:evidence",
 }
 
 

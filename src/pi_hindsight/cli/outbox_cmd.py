@@ -1,18 +1,43 @@
-"""``pi-hindsight outbox …``: the durable retain outbox."""
+"""``pi-hindsight outbox …``: the durable retain outbox (docs/operations.md, "Outbox")."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import click
 
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
 from pi_hindsight.config import load_config
-from pi_hindsight.errors import BackendError
-from pi_hindsight.stores.outbox import Outbox
+from pi_hindsight.errors import BackendError, ConfigError
+from pi_hindsight.stores.outbox import ITEM_STATES, UNFINISHED, ItemState, Outbox, OutboxItem
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
+
+
+def _seconds(text: str | None) -> float | None:
+    if text is None:
+        return None
+    match = _DURATION.match(text.strip())
+    if match is None:
+        raise ConfigError(
+            f"--older-than {text!r} is not a duration", hint="use e.g. 30m, 12h or 7d"
+        )
+    return float(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"
 
 
 @click.group()
@@ -28,18 +53,164 @@ def status(state_dir: Path | None, as_json: bool) -> None:
     store = Outbox(resolve_state_dir(state_dir))
     try:
         health = store.health()
+        aside = store.set_aside
+    finally:
+        store.close()
+    result: dict[str, Any] = {**asdict(health), "path": str(store.path)}
+    result["set_aside"] = (
+        None if aside is None else {"moved_to": str(aside.moved_to), "reason": aside.reason}
+    )
+    if as_json:
+        echo_json(result)
+        return
+    click.echo(
+        f"pending {health.pending}, awaiting confirmation {health.submitted}, dead {health.dead}, "
+        f"done {health.done}, oldest pending {_age(health.oldest_pending_age_s)}"
+    )
+    if health.last_error:
+        when = (
+            ""
+            if health.last_error_at is None
+            else f" ({_age(time.time() - health.last_error_at)} ago)"
+        )
+        click.echo(f"last error{when}: {health.last_error}")
+    if health.dead:
+        click.echo("dead letters: `pi-hindsight outbox list --state dead`, then `outbox retry`")
+    if aside is not None:
+        click.echo(f"warning: a damaged outbox was set aside as {aside.moved_to}: {aside.reason}")
+
+
+def _item_json(item: OutboxItem, content: bool) -> dict[str, Any]:
+    entries = item.payload.get("items") or []
+    result: dict[str, Any] = {
+        "item_id": item.item_id,
+        "state": item.state,
+        "session_id": item.session_id,
+        "request_id": item.request_id,
+        "bank_id": item.bank_id,
+        "document_id": entries[0].get("document_id") if entries else None,
+        "batch_id": item.batch_id,
+        "bytes": item.payload_bytes,
+        "created_at": item.created_at,
+        "updated_at": item.updated_at,
+        "last_error": item.last_error,
+    }
+    if content:
+        result["content"] = [entry.get("content") for entry in entries]
+    return result
+
+
+@outbox.command("list")
+@click.option(
+    "--state",
+    "states",
+    type=click.Choice(ITEM_STATES),
+    multiple=True,
+    help="Only items in this state (repeatable). Default: everything not done.",
+)
+@click.option("--session", "session_id", default=None, help="Only this Pi session's items.")
+@click.option("--limit", type=int, default=50, show_default=True)
+@click.option("--content", is_flag=True, help="Include the (redacted) text that will be retained.")
+@state_dir_option
+@json_option
+def list_items(
+    states: tuple[ItemState, ...],
+    session_id: str | None,
+    limit: int,
+    content: bool,
+    state_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """Items in the outbox, oldest first, with their state and last error."""
+    store = Outbox(resolve_state_dir(state_dir))
+    try:
+        chosen: tuple[ItemState, ...] = states or (*UNFINISHED, "dead")
+        items = store.items(states=chosen, session_id=session_id, limit=limit)
     finally:
         store.close()
     if as_json:
-        echo_json(asdict(health))
+        echo_json([_item_json(item, content) for item in items])
         return
-    age = "-" if health.oldest_pending_age_s is None else f"{health.oldest_pending_age_s:.0f}s"
-    click.echo(
-        f"pending {health.pending}, awaiting confirmation {health.submitted}, dead {health.dead}, "
-        f"done {health.done}, oldest {age}"
-    )
-    if health.last_error:
-        click.echo(f"last error: {health.last_error}")
+    if not items:
+        click.echo("no items")
+        return
+    now = time.time()
+    for item in items:
+        click.echo(
+            f"{item.item_id}  {item.state:<9} session {item.session_id}  "
+            f"{item.payload_bytes} B  {_age(now - item.created_at)} old"
+        )
+        if item.last_error:
+            click.echo(f"    last error: {item.last_error}")
+        if content:
+            for entry in item.payload.get("items") or []:
+                click.echo(f"    {entry.get('content')}")
+
+
+@outbox.command()
+@click.argument("item_ids", nargs=-1)
+@click.option("--all", "retry_all", is_flag=True, help="Retry every dead letter.")
+@state_dir_option
+@json_option
+def retry(
+    item_ids: tuple[str, ...], retry_all: bool, state_dir: Path | None, as_json: bool
+) -> None:
+    """Send dead letters again (by item or batch id, or --all).
+
+    A dead batch keeps its items and idempotency key: if Hindsight did store it after all,
+    the retry stores nothing twice. A running Pi session (or `outbox drain`) delivers it.
+    """
+    if not item_ids and not retry_all:
+        raise ConfigError("name the items to retry", hint="pass item ids, or --all")
+    store = Outbox(resolve_state_dir(state_dir))
+    try:
+        revived = store.retry_dead(None if retry_all else list(item_ids))
+    finally:
+        store.close()
+    if as_json:
+        echo_json({"retried": revived})
+    else:
+        click.echo(f"{revived} item(s) will be sent again")
+
+
+@outbox.command()
+@click.option("--dead", "include_dead", is_flag=True, help="Also delete dead letters.")
+@click.option(
+    "--include-pending",
+    is_flag=True,
+    help="Also delete work not yet confirmed by Hindsight (it is then never retained).",
+)
+@click.option("--older-than", default=None, help="Only items last changed this long ago (30m, 7d).")
+@click.option("--dry-run", is_flag=True, help="Only count what would be deleted.")
+@state_dir_option
+@json_option
+def purge(
+    include_dead: bool,
+    include_pending: bool,
+    older_than: str | None,
+    dry_run: bool,
+    state_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """Delete delivered items (done) to keep the file small.
+
+    Dead letters are deleted only with --dead; pending work only with --include-pending.
+    """
+    states: list[ItemState] = ["done"]
+    if include_dead:
+        states.append("dead")
+    if include_pending:
+        states.extend(UNFINISHED)
+    store = Outbox(resolve_state_dir(state_dir))
+    try:
+        result = store.purge(states, older_than_s=_seconds(older_than), dry_run=dry_run)
+    finally:
+        store.close()
+    if as_json:
+        echo_json({"dry_run": dry_run, "states": states, **asdict(result)})
+        return
+    verb = "would delete" if dry_run else "deleted"
+    click.echo(f"{verb} {result.items} item(s) ({', '.join(states)})")
 
 
 @outbox.command()
@@ -70,17 +241,17 @@ def drain(timeout: float, state_dir: Path | None, as_json: bool) -> None:
             return backend
 
         worker = RetainWorker(store, provider, timeout_s=settings.timeout_ms / 1000, concurrency=4)
-        store.recover_stale_leases()
-        deadline = time.monotonic() + timeout
         try:
-            while store.unfinished_count() and time.monotonic() < deadline:
-                if not await worker.step():
-                    await asyncio.sleep(0.2)
+            try:
+                await asyncio.wait_for(worker.run(until_empty=True), timeout=timeout)
+            except TimeoutError:
+                await worker.shutdown(time.monotonic())
             health = store.health()
         finally:
             await backend.close()
             store.close()
-        return {"drained": health.pending == 0 and health.submitted == 0, **asdict(health)}
+        drained = health.pending == 0 and health.submitted == 0
+        return {"drained": drained, "offline": worker.offline_reason, **asdict(health)}
 
     result = asyncio.run(run())
     if as_json:

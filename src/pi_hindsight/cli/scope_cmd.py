@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -11,7 +13,7 @@ import click
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
 from pi_hindsight.config import load_config
 from pi_hindsight.engine.scope import register_location, resolve_scope
-from pi_hindsight.errors import ScopeError
+from pi_hindsight.errors import ScopeError, StateError
 from pi_hindsight.stores.catalog import Catalog, ScopeRecord
 
 
@@ -30,17 +32,24 @@ def scope() -> None:
 
 @scope.command()
 @click.argument("path", type=click.Path(path_type=Path, exists=True, file_okay=False), default=".")
+@click.option(
+    "--project-id",
+    default=None,
+    help="Pin the project id for PATH instead of deriving it (git remote, common dir, directory).",
+)
 @state_dir_option
 @json_option
-def register(path: Path, state_dir: Path | None, as_json: bool) -> None:
+def register(path: Path, project_id: str | None, state_dir: Path | None, as_json: bool) -> None:
     """Register PATH (default: the current directory) for memory. Running this is consent."""
     directory = resolve_state_dir(state_dir)
     config = load_config(directory)
-    for problem in config.problems:
+    for problem in config.warnings:
         click.echo(f"warning: {problem.describe()}", err=True)
     catalog = Catalog(directory)
     try:
-        registered = register_location(path, config.settings, catalog, consent="cli")
+        registered = register_location(
+            path, config.settings, catalog, consent="cli", pin=project_id
+        )
     finally:
         catalog.close()
     if as_json:
@@ -92,6 +101,8 @@ def show(path: Path, state_dir: Path | None, as_json: bool) -> None:
         "identitySource": resolution.identity.source,
         "registered": resolution.registered is not None,
         "scope": asdict(resolution.registered or resolution.proposed),
+        "bankRule": resolution.bank_rule,
+        "warnings": list(resolution.warnings),
     }
     if as_json:
         echo_json(data)
@@ -102,7 +113,10 @@ def show(path: Path, state_dir: Path | None, as_json: bool) -> None:
     click.echo(f"  project: {resolution.identity.project_id} (from {resolution.identity.source})")
     click.echo(f"  scope:   {chosen.scope_id}")
     click.echo(f"  bank:    {chosen.bank_id}")
-    click.echo(f"  tags:    {', '.join(chosen.tags)}")
+    click.echo(f"  tags:    {', '.join(chosen.tags)} (match exact)")
+    click.echo(f"  rule:    {resolution.bank_rule}")
+    for warning in resolution.warnings:
+        click.echo(f"  warning: {warning}")
 
 
 @scope.command()
@@ -118,3 +132,51 @@ def unregister(scope_id: str, state_dir: Path | None) -> None:
     if not removed:
         raise ScopeError(f"no registered scope {scope_id!r}", hint="see `pi-hindsight scope list`")
     click.echo(f"unregistered {scope_id}")
+
+
+@scope.command("export")
+@click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None)
+@state_dir_option
+def export_scopes(output: Path | None, state_dir: Path | None) -> None:
+    """Export scopes, locations, pins, exact tags and consent records as JSON (to keep them
+    when replacing the extension or moving machines)."""
+    catalog = Catalog(resolve_state_dir(state_dir))
+    try:
+        data = catalog.export()
+    finally:
+        catalog.close()
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    descriptor = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    click.echo(f"exported {len(data['scopes'])} scopes to {output}")
+
+
+@scope.command("import")
+@click.argument("source", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@state_dir_option
+@json_option
+def import_scopes(source: Path, state_dir: Path | None, as_json: bool) -> None:
+    """Merge an export into the catalogue. Existing scopes are never rewritten: a scope id with
+    a different bank or tags is reported as a conflict."""
+    try:
+        data = json.loads(source.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise StateError(f"{source}: cannot read the export: {error}") from error
+    catalog = Catalog(resolve_state_dir(state_dir))
+    try:
+        report = catalog.import_(data)
+    finally:
+        catalog.close()
+    if as_json:
+        echo_json(asdict(report))
+        return
+    click.echo(
+        f"imported {report.added_scopes} scopes and {report.added_locations} locations "
+        f"({report.unchanged} already present)"
+    )
+    for conflict in report.conflicts:
+        click.echo(f"conflict: {conflict}", err=True)

@@ -8,10 +8,13 @@ import shutil
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import click
 
 from pi_hindsight.cli._common import echo_json, json_option
+from pi_hindsight.config import CONFIG_FILE_NAME, load_config, read_config_file, write_config_file
+from pi_hindsight.config_migrate import set_dotted
 from pi_hindsight.paths import ensure_private_dir, pi_agent_dir
 from pi_hindsight.paths import state_dir as default_state_dir
 
@@ -38,6 +41,41 @@ def install_extension(agent_dir: Path, python: str) -> Path:
     return target
 
 
+PROFILES = ("project-only", "project+user", "user-only", "recall-only")
+PROFILE_HELP = {
+    "project-only": "recall and automatic retain in the project's scope (default)",
+    "project+user": "also recall your personal User bank (written only on purpose)",
+    "user-only": "only your User bank: recall, and writes only on purpose",
+    "recall-only": "recall, but never retain automatically",
+}
+
+
+def _choose(
+    interactive: bool,
+    profile: str | None,
+    user_bank: str | None,
+    current: dict[str, Any],
+) -> tuple[str | None, str | None]:
+    """Ask for what the flags did not say — only with a terminal; never wait otherwise."""
+    if not interactive:
+        return profile, user_bank
+    if profile is None:
+        click.echo("Memory profiles:")
+        for name in PROFILES:
+            click.echo(f"  {name:13} {PROFILE_HELP[name]}")
+        profile = click.prompt(
+            "Profile",
+            type=click.Choice(PROFILES),
+            default=current.get("profile", "project-only"),
+        )
+    if profile in ("project+user", "user-only") and user_bank is None:
+        user_bank = click.prompt(
+            "User bank id",
+            default=current.get("banks", {}).get("user", {}).get("bankId", "pi-user"),
+        )
+    return profile, user_bank
+
+
 @click.command()
 @click.option(
     "--agent-dir",
@@ -48,23 +86,81 @@ def install_extension(agent_dir: Path, python: str) -> Path:
 @click.option(
     "--python", "python", default=None, help="Interpreter for the sidecar (default: this one)."
 )
+@click.option("--profile", type=click.Choice(PROFILES), default=None, help="Memory profile.")
+@click.option("--bank", default=None, help="Project (coding domain) bank id.")
+@click.option("--user-bank", default=None, help="User bank id (profiles with a User bank).")
+@click.option(
+    "--topology",
+    type=click.Choice(("domain-tagged", "isolated-bank")),
+    default=None,
+    help="One shared coding bank with exact project tags (default), or a bank per project.",
+)
+@click.option("--server-url", default=None, help="Hindsight URL (default: the local server).")
+@click.option("--yes", "-y", is_flag=True, help="Never ask; use flags and defaults.")
 @json_option
-def setup(agent_dir: Path | None, python: str | None, as_json: bool) -> None:
-    """Install the Pi extension into the Pi agent dir. Never waits for input without a terminal."""
+def setup(
+    agent_dir: Path | None,
+    python: str | None,
+    profile: str | None,
+    bank: str | None,
+    user_bank: str | None,
+    topology: str | None,
+    server_url: str | None,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    """Install the Pi extension and choose a memory profile.
+
+    With a terminal it asks for what the flags did not say; without one (or with --yes) it uses
+    the flags and defaults and never waits for input.
+    """
     agent = pi_agent_dir() if agent_dir is None else agent_dir
     interpreter = python or sys.executable
     if shutil.which(interpreter) is None and not Path(interpreter).is_file():
         raise click.BadParameter(f"{interpreter} is not an executable", param_hint="--python")
-    installed = install_extension(agent, interpreter)
     env = dict(os.environ)
     env["PI_CODING_AGENT_DIR"] = str(agent)
     state = ensure_private_dir(default_state_dir(env) if agent_dir is None else agent / "hindsight")
-    result = {"extension": str(installed), "python": interpreter, "stateDir": str(state)}
+    config_path = state / CONFIG_FILE_NAME
+    current = read_config_file(config_path) if config_path.exists() else {}
+    interactive = not yes and not as_json and sys.stdin.isatty() and sys.stdout.isatty()
+    profile, user_bank = _choose(interactive, profile, user_bank, current)
+    updates = {
+        "profile": profile,
+        "banks.project.bankId": bank,
+        "banks.user.bankId": user_bank,
+        "topology": topology,
+        "hindsight.baseUrl": server_url,
+    }
+    changed = {key: value for key, value in updates.items() if value is not None}
+    if changed or not config_path.exists():
+        merged = dict(current)
+        merged.setdefault("profile", "project-only")
+        for key, value in changed.items():
+            set_dotted(merged, key, value)
+        if merged.get("profile") in ("project+user", "user-only"):
+            set_dotted(merged, "banks.user.enabled", True)
+        write_config_file(config_path, merged)
+    installed = install_extension(agent, interpreter)
+    loaded = load_config(state, env)
+    result = {
+        "extension": str(installed),
+        "python": interpreter,
+        "stateDir": str(state),
+        "config": str(config_path),
+        "profile": loaded.settings.profile,
+        "problems": [problem.describe() for problem in loaded.warnings],
+    }
     if as_json:
         echo_json(result)
         return
     click.echo(f"installed the Pi extension in {installed}")
     click.echo(f"  sidecar python: {interpreter}")
     click.echo(f"  state dir:      {state}")
+    click.echo(
+        f"  profile:        {loaded.settings.profile} — {PROFILE_HELP[loaded.settings.profile]}"
+    )
+    for problem in loaded.warnings:
+        click.echo(f"  warning: {problem.describe()}", err=True)
     click.echo("next: register a project with `pi-hindsight scope register PATH`, or accept the")
     click.echo("prompt Pi shows in an unregistered project. Running Pi sessions need /reload.")

@@ -27,7 +27,7 @@ from pi_hindsight.engine.scope import (
     register_location,
     resolve_scope,
 )
-from pi_hindsight.engine.transcript import TurnMessage, render_turn
+from pi_hindsight.engine.transcript import ToolPolicy, TurnMessage, render_turn
 from pi_hindsight.errors import BackendError, PiHindsightError, StateError
 from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.outbox import Outbox
@@ -39,6 +39,7 @@ Outcome = Literal[
 ]
 NoticeLevel = Literal["info", "warning", "error"]
 BackendFactory = Callable[[str, str | None], Awaitable[MemoryBackend]]
+ConfigLoader = Callable[[Path | None], LoadedConfig]  # project root -> effective config
 
 _MAX_QUERY_CHARS = 800
 
@@ -106,6 +107,7 @@ class CompletedTurn:
 class _Session:
     info: SessionInfo
     resolution: ScopeResolution | None = None
+    scope: Scope | None = None  # the registered scope, bank resolved for this session
     off_reason: str | None = None
     declined: bool = False
 
@@ -118,6 +120,11 @@ class _BackendState:
     banks_ready: set[str] = field(default_factory=set)
 
 
+def _config_notices(config: LoadedConfig) -> list[Notice]:
+    """Config warnings for Pi; info-level notes (e.g. legacy keys migrated) stay in status."""
+    return [Notice("warning", problem.describe()) for problem in config.warnings]
+
+
 def _register_hint(cwd: Path) -> str:
     return f"run `pi-hindsight scope register {cwd}` (or answer the consent prompt in Pi)"
 
@@ -127,13 +134,14 @@ class MemoryEngine:
         self,
         *,
         state_dir: Path,
-        config: LoadedConfig,
+        config_loader: ConfigLoader,
         backend_factory: BackendFactory,
         base_url_resolver: Callable[[Settings], str | None],
     ) -> None:
         self.state_dir = state_dir
-        self.config = config
-        self.settings = config.settings
+        self._config_loader = config_loader
+        self.config = config_loader(None)
+        self.settings = self.config.settings
         self._backend_factory = backend_factory
         self._base_url_resolver = base_url_resolver
         self._session: _Session | None = None
@@ -184,7 +192,7 @@ class MemoryEngine:
         if not await backend.bank_exists(scope.bank_id, timeout=timeout):
             await backend.create_bank(
                 scope.bank_id,
-                BankMissions(mission=self.settings.project_bank.mission),
+                BankMissions(mission=self.settings.banks.project.mission),
                 timeout=timeout,
             )
             logger.info("created bank %s for scope %s", scope.bank_id, scope.scope_id)
@@ -208,46 +216,90 @@ class MemoryEngine:
     # -- session ---------------------------------------------------------------------------
 
     async def open_session(self, info: SessionInfo) -> SessionView:
-        self._session = _Session(info=info)
-        notices = [Notice("warning", problem.describe()) for problem in self.config.problems]
+        """Resolve the session's scope; start memory only for a registered location.
+
+        An unregistered location gets no Hindsight client at all (R-CONSENT-1): no bank is
+        created and no connection is made until the user registers it.
+        """
+        self._session = session = _Session(info=info)
+        notices: list[Notice] = []
         try:
-            resolution = resolve_scope(info.cwd, self.settings, self.catalog())
+            catalog = self.catalog()
+            if catalog.set_aside is not None:
+                notices.append(
+                    Notice(
+                        "warning",
+                        f"the scope catalogue was unreadable and was set aside as "
+                        f"{catalog.set_aside.moved_to}; register this project again",
+                    )
+                )
+            # The repository's own file may only set allowlisted keys (see config_migrate.py).
+            from pi_hindsight.identity import resolve_identity  # noqa: PLC0415
+
+            root = resolve_identity(info.cwd).root
+            self.config = self._config_loader(root)
+            self.settings = self.config.settings
+            notices.extend(_config_notices(self.config))
+            session.resolution = resolve_scope(info.cwd, self.settings, catalog)
         except PiHindsightError as error:
-            self._session.off_reason = f"scope could not be resolved: {error}"
+            session.off_reason = f"scope could not be resolved: {error}"
             notices.append(Notice("warning", f"memory off: {error.describe()}"))
             return self._view(tuple(notices))
-        self._session.resolution = resolution
-        if self.catalog().set_aside is not None:
-            aside = self.catalog().set_aside
-            notices.append(
-                Notice(
-                    "warning",
-                    f"the catalog was damaged and set aside as {aside.moved_to}"
-                    if aside
-                    else "the catalog was set aside",
-                )
-            )
-        if resolution.registered is None:
-            self._session.off_reason = (
-                f"{info.cwd} is not registered for memory; {_register_hint(info.cwd)}"
-            )
-            return self._view(tuple(notices))
-        self._start_worker()
+        notices.extend(Notice("warning", warning) for warning in session.resolution.warnings)
+        self._activate()
+        notices.extend(self._outbox_notices())
         return self._view(tuple(notices))
+
+    def _activate(self) -> None:
+        """Set the session's scope (or why memory is off) from the resolution and settings."""
+        session = self._require_session()
+        resolution = session.resolution
+        session.scope = None
+        if resolution is None:
+            return
+        if not self.settings.enabled:
+            session.off_reason = "memory is disabled in the configuration (enabled: false)"
+            return
+        registered = resolution.registered
+        if registered is None:
+            declined = self.catalog().declined(resolution.identity.project_id)
+            session.declined = session.declined or declined is not None
+            why = "registration was declined" if session.declined else "is not registered"
+            session.off_reason = (
+                f"{session.info.cwd} {why} for memory; {_register_hint(session.info.cwd)}"
+            )
+            return
+        session.scope = Scope(
+            scope_id=registered.scope_id,
+            project_id=registered.project_id,
+            bank_id=registered.bank_for(session.info.session_id),
+            tags=registered.tags,
+        )
+        session.off_reason = None
+        self._start_worker()
 
     async def answer_consent(self, accepted: bool) -> SessionView:
         session = self._require_session()
+        resolution = session.resolution
+        if resolution is None:
+            return self._view((Notice("warning", "no scope to register"),))
         if not accepted:
             session.declined = True
-            session.off_reason = "registration declined for this session"
-            return self._view(())
+            try:
+                self.catalog().record_decline(resolution.identity.project_id, session.info.cwd)
+            except PiHindsightError as error:
+                logger.warning("could not record the declined consent: %s", error)
+            self._activate()
+            return self._view(
+                (Notice("info", f"memory stays off here; {_register_hint(session.info.cwd)}"),)
+            )
         try:
             scope = register_location(session.info.cwd, self.settings, self.catalog(), consent="ui")
+            session.resolution = resolve_scope(session.info.cwd, self.settings, self.catalog())
         except PiHindsightError as error:
             return self._view((Notice("error", f"registration failed: {error.describe()}"),))
-        session.resolution = resolve_scope(session.info.cwd, self.settings, self.catalog())
-        session.off_reason = None
-        self._start_worker()
+        session.declined = False
+        self._activate()
         return self._view(
             (Notice("info", f"memory on for {scope.scope_id} (bank {scope.bank_id})"),)
         )
@@ -258,29 +310,29 @@ class MemoryEngine:
         return self._session
 
     def _scope(self) -> Scope | None:
-        session = self._session
-        if session is None or session.resolution is None:
-            return None
-        return session.resolution.registered
+        """The session's scope with its bank resolved, or None when memory is off."""
+        return None if self._session is None else self._session.scope
 
     def _view(self, notices: tuple[Notice, ...]) -> SessionView:
         session = self._require_session()
         scope = self._scope()
         consent = None
+        resolution = session.resolution
         if (
             scope is None
-            and session.resolution is not None
+            and resolution is not None
+            and self.settings.enabled
             and session.info.has_ui
             and not session.declined
         ):
-            proposed = session.resolution.proposed
+            proposed = resolution.proposed
             consent = ConsentQuestion(
                 title="Turn on Hindsight memory here?",
                 message=(
                     f"{session.info.cwd} is not registered for memory. Register project "
                     f"{proposed.project_id} (bank {proposed.bank_id}, "
                     f"tags {', '.join(proposed.tags)})? Conversations here will be retained in "
-                    "Hindsight and recalled in later sessions."
+                    "Hindsight and recalled in later sessions. Nothing is sent until you agree."
                 ),
             )
         return SessionView(
@@ -295,6 +347,9 @@ class MemoryEngine:
     def status_line(self) -> str:
         scope = self._scope()
         if scope is None:
+            session = self._session
+            if session is not None and not self.settings.enabled:
+                return "memory: off (disabled)"
             return "memory: off (not registered)"
         state = "" if self._backend_state.healthy is not False else " · backend unavailable"
         return f"memory: {scope.scope_id}{state}"
@@ -309,6 +364,9 @@ class MemoryEngine:
             reason = self._session.off_reason if self._session else "no session"
             return Delivery("not_registered", None, details, reason=reason)
         details.update({"scopeId": scope.scope_id, "bankId": scope.bank_id})
+        if not self.settings.project_recall:
+            self._last_outcome = "skipped"
+            return Delivery("skipped", None, details, reason=f"profile {self.settings.profile}")
         query = " ".join(request.prompt.split())[:_MAX_QUERY_CHARS]
         if not query:
             self._last_outcome = "skipped"
@@ -348,17 +406,27 @@ class MemoryEngine:
         return Delivery("delivered", block.text, details, notices)
 
     def complete_turn(self, turn: CompletedTurn) -> int:
-        """Commit the request's new messages to the outbox (before any network call)."""
+        """Commit the request's new messages to the outbox (before any network call).
+
+        What is kept follows the retain policy and every secret found is redacted first
+        (``engine/transcript.py``); the same request id twice is stored once.
+        """
         scope = self._scope()
-        if scope is None or not self.settings.retain.enabled:
+        if scope is None or not self.settings.project_retain:
             return 0
-        content = render_turn(turn.messages)
-        if not content:
+        retain = self.settings.retain
+        text = render_turn(
+            turn.messages,
+            ToolPolicy(retain.tool_calls, retain.tool_results, retain.tool_result_max_chars),
+        )
+        if not text.content:
             return 0
+        if text.redacted:
+            logger.info("redacted %d secret(s) from request %s", text.redacted, turn.request_id)
         payload = {
             "items": [
                 {
-                    "content": content,
+                    "content": text.content,
                     "document_id": f"pi-session-{turn.session_id}",
                     "tags": list(scope.tags),
                     "timestamp": datetime.now(UTC).isoformat(),
@@ -372,7 +440,12 @@ class MemoryEngine:
                 }
             ]
         }
-        self.outbox().enqueue(session_id=turn.session_id, bank_id=scope.bank_id, payload=payload)
+        self.outbox().enqueue(
+            session_id=turn.session_id,
+            bank_id=scope.bank_id,
+            payload=payload,
+            request_id=turn.request_id,
+        )
         if self._worker is not None:
             self._worker.wake()
         return 1
@@ -399,27 +472,42 @@ class MemoryEngine:
         )
         self._worker_task = asyncio.get_running_loop().create_task(self._worker.run())
 
+    def _outbox_notices(self) -> tuple[Notice, ...]:
+        """A warning when the outbox file was damaged or foreign and had to be set aside."""
+        aside = None if self._outbox is None else self._outbox.set_aside
+        if aside is None:
+            return ()
+        return (
+            Notice(
+                "warning",
+                f"the retain outbox {aside.original} could not be used ({aside.reason}); it was "
+                f"set aside as {aside.moved_to} and a fresh one was created. Requests queued in "
+                "it were not delivered; nothing already in Hindsight is affected.",
+            ),
+        )
+
     async def shutdown(self, bound_s: float) -> dict[str, int]:
         """Submit what is ready within ``bound_s``; the rest stays in the outbox for later."""
         deadline = time.monotonic() + bound_s
+        flushed = 0
         if self._worker is not None:
-            self._worker.stop()
+            try:
+                flushed = await self._worker.shutdown(deadline)
+            except StateError as error:
+                logger.warning("flush on shutdown failed: %s", error)
             if self._worker_task is not None:
                 try:
-                    await asyncio.wait_for(asyncio.shield(self._worker_task), timeout=bound_s / 4)
+                    await asyncio.wait_for(
+                        self._worker_task, timeout=max(0.05, deadline - time.monotonic())
+                    )
                 except TimeoutError:
-                    self._worker_task.cancel()
-            try:
-                await self._worker.flush(deadline)
-            except (StateError, BackendError) as error:
-                logger.warning("flush on shutdown failed: %s", error)
+                    logger.warning("the retain worker did not stop in time; it was cancelled")
         pending = self._outbox.unfinished_count() if self._outbox is not None else 0
         if self._backend_state.backend is not None:
             await self._backend_state.backend.close()
         for store in (self._catalog, self._outbox):
             if store is not None:
                 store.close()
-        flushed = self._worker.stats.submitted if self._worker else 0
         return {"flushed": flushed, "pending": pending}
 
     def status(self) -> dict[str, Any]:
@@ -435,12 +523,30 @@ class MemoryEngine:
                     "dead": health.dead,
                     "oldestPendingAgeS": health.oldest_pending_age_s,
                     "lastError": health.last_error,
+                    "setAside": None
+                    if self._outbox.set_aside is None
+                    else {
+                        "movedTo": str(self._outbox.set_aside.moved_to),
+                        "reason": self._outbox.set_aside.reason,
+                    },
                 }
             except StateError as error:
                 outbox_health = {"error": str(error)}
+        resolution = session.resolution if session else None
         return {
             "enabled": scope is not None,
             "offReason": session.off_reason if session else "no session",
+            "profile": self.settings.profile,
+            "projectId": resolution.identity.project_id if resolution else None,
+            "identitySource": resolution.identity.source if resolution else None,
+            "bankRule": resolution.bank_rule if resolution else None,
+            "proposedScope": None
+            if resolution is None or scope is not None
+            else {
+                "scopeId": resolution.proposed.scope_id,
+                "bankId": resolution.proposed.bank_id,
+                "tags": list(resolution.proposed.tags),
+            },
             "scope": None
             if scope is None
             else {
@@ -450,9 +556,22 @@ class MemoryEngine:
                 "tags": list(scope.tags),
                 "tagsMatch": SCOPE_TAGS_MATCH,
             },
+            "recall": {
+                "project": self.settings.project_recall,
+                "userBank": self.settings.user_bank_active,
+                "maxTokens": self.settings.recall.max_tokens,
+                "userMaxTokens": self.settings.user_max_tokens,
+            },
+            "retain": {"automatic": self.settings.project_retain},
             "backend": {
                 "healthy": self._backend_state.healthy,
                 "lastError": self._backend_state.last_error,
+            },
+            "config": {
+                "path": str(self.config.path),
+                "source": str(self.config.user_source) if self.config.user_source else None,
+                "projectFile": str(self.config.project_file) if self.config.project_file else None,
+                "problems": [problem.describe() for problem in self.config.problems],
             },
             "lastOutcome": self._last_outcome,
             "outbox": outbox_health,

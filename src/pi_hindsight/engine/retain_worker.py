@@ -1,26 +1,60 @@
 """Drains the outbox into Hindsight: submit, follow the operation, confirm, retry or dead-letter.
 
-One worker per sidecar, running on the sidecar's event loop while Pi runs. The conversation never
-waits on it. Several sidecars may drain one outbox: the outbox's leases keep them apart.
+One worker per sidecar, on the sidecar's event loop while Pi runs; the conversation never waits on
+it. Several sidecars may drain one outbox: the outbox's leases keep them apart.
+
+What each outcome does (docs/operations.md, "Outbox"):
+
+- accepted → ``submitted``; the operation is followed until Hindsight reports it ``completed``
+  (→ ``done``), ``failed``/``cancelled`` (→ retried under the next idempotency generation, or
+  dead-lettered with the server's message once the failure budget is spent) or ``not_found``
+  (the operation was deleted or pruned: dead-lettered, it cannot be confirmed).
+- Hindsight unreachable (connection refused, timeout): the batch goes back unchanged (same key, no
+  backoff, no failure counted) and the worker goes *offline*: it stops claiming and probes
+  ``/health`` with capped exponential backoff, so an outage of any length loses nothing and floods
+  nothing, and delivery resumes within seconds of the server's return.
+- 429: the batch waits at least ``Retry-After`` and the whole worker pauses as long.
+- 5xx: exponential backoff with jitter (``Retry-After`` as a floor), counted against the failure
+  budget; other 4xx (the request can never succeed as sent): dead-lettered at once.
+
+Replays are safe: Hindsight 1.1.0 answers a retain whose ``operation_id`` it already has with that
+original operation, whatever its state, and creates no new work.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
-import os
+import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pi_hindsight.backend.records import MemoryBackend, RetainItem
-from pi_hindsight.errors import BackendError, BackendRejected, StateError
-from pi_hindsight.stores.outbox import Backoff, Outbox, OutboxItem
+from pi_hindsight.errors import BackendError, BackendRejected, BackendServerError, StateError
+from pi_hindsight.stores.outbox import Batch, Outbox, owner_id
 
 logger = logging.getLogger(__name__)
 
 BackendProvider = Callable[[], Awaitable[MemoryBackend]]
+
+_RECOVER_EVERY_S = 30.0
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with jitter; a server's ``Retry-After`` is a floor."""
+
+    base_s: float = 1.0
+    cap_s: float = 300.0
+
+    def delay(self, attempts: int, retry_after: float | None = None) -> float:
+        ceiling = min(self.cap_s, self.base_s * (2 ** max(0, attempts - 1)))
+        delay = random.uniform(ceiling / 2, ceiling)  # noqa: S311 - jitter, not security
+        return max(delay, retry_after or 0.0)
 
 
 @dataclass
@@ -32,7 +66,28 @@ class WorkerStats:
     last_error: str | None = None
 
 
-def _retain_items(item: OutboxItem) -> list[RetainItem]:
+def compose(batch: Batch) -> list[RetainItem]:
+    """The retain items one batch sends: deterministic, so every replay sends the same thing.
+
+    A one-item batch is sent as enqueued. Several items (consecutive requests of one session, to
+    one document) become one item whose content is their turn arrays concatenated in order —
+    exactly what successive appends would have stored — because an async retain rejects two
+    items with the same document id.
+    """
+    entries = [entry for item in batch.items for entry in item.payload["items"]]
+    if len(entries) > 1:
+        first = entries[0]
+        turns: list[Any] = []
+        for entry in entries:
+            parsed = json.loads(entry["content"])
+            turns.extend(parsed if isinstance(parsed, list) else [parsed])
+        metadata = dict(first.get("metadata") or {})
+        request_ids = [(entry.get("metadata") or {}).get("request_id") for entry in entries]
+        metadata.pop("request_id", None)
+        metadata["request_ids"] = ",".join(str(rid) for rid in request_ids if rid)
+        entries = [
+            {**first, "content": json.dumps(turns, ensure_ascii=False), "metadata": metadata}
+        ]
     return [
         RetainItem(
             content=entry["content"],
@@ -40,10 +95,10 @@ def _retain_items(item: OutboxItem) -> list[RetainItem]:
             tags=tuple(entry["tags"]),
             timestamp=entry.get("timestamp"),
             context=entry.get("context"),
-            metadata=dict(entry.get("metadata") or {}),
+            metadata={str(k): str(v) for k, v in (entry.get("metadata") or {}).items()},
             update_mode=entry.get("update_mode", "append"),
         )
-        for entry in item.payload["items"]
+        for entry in entries
     ]
 
 
@@ -56,137 +111,329 @@ class RetainWorker:
         timeout_s: float,
         concurrency: int = 2,
         backoff: Backoff | None = None,
+        probe: Backoff | None = None,
         idle_poll_s: float = 2.0,
-        max_attempts: int = 25,
+        max_failures: int = 10,
     ) -> None:
         self.outbox = outbox
         self._backend = backend
         self.timeout_s = timeout_s
-        self.concurrency = concurrency
+        self.concurrency = max(1, concurrency)
         self.backoff = backoff or Backoff()
+        self.probe = probe or Backoff(base_s=0.5, cap_s=15.0)
         self.idle_poll_s = idle_poll_s
-        self.max_attempts = max_attempts
-        self.owner = f"{os.uname().nodename}:{os.getpid()}:{id(self):x}"
+        self.max_failures = max_failures
+        self.owner = owner_id(f"{id(self):x}")
         self.stats = WorkerStats()
+        self.offline_reason: str | None = None
+        self._paused_until = 0.0
         self._wake = asyncio.Event()
-        self._stopping = False
+        self._stop = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- control ---------------------------------------------------------------------------
 
     def wake(self) -> None:
         self._wake.set()
 
     def stop(self) -> None:
-        self._stopping = True
+        self._stop.set()
         self._wake.set()
 
-    async def run(self) -> None:
-        """Drain until stopped. Survives bad items and store errors: log and go on."""
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def _stopped(self) -> bool:  # a call, so type checkers do not narrow it across awaits
+        return self._stop.is_set()
+
+    def _note(self, error: str) -> None:
+        self.stats.last_error = error
+
+    def _go_offline(self, error: BackendError) -> None:
+        if self.offline_reason is None:
+            logger.warning("Hindsight unreachable, retain paused until it answers: %s", error)
+        self.offline_reason = str(error)
+        self._note(str(error))
+
+    async def _sleep(self, seconds: float, *, wakeable: bool = True) -> None:
+        """Sleep, cut short by stop (and by new work, when ``wakeable``)."""
+        if self._stop.is_set():
+            return
+        event = self._wake if wakeable else self._stop
+        if wakeable:
+            self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout=max(0.0, seconds))
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def run(self, *, until_empty: bool = False) -> None:
+        """Drain until stopped (or, with ``until_empty``, until nothing is left to deliver).
+
+        Survives store and backend errors: log, note them, and go on.
+        """
+        self._recover()
+        recovered_at = time.monotonic()
+        while not self.stopping:
+            if time.monotonic() - recovered_at > _RECOVER_EVERY_S:
+                self._recover()  # another sidecar may have crashed meanwhile
+                recovered_at = time.monotonic()
+            if self.offline_reason is not None:
+                await self._probe()
+                continue
+            pause = self._paused_until - time.monotonic()
+            if pause > 0:
+                await self._sleep(pause)
+                continue
+            claimed = self._claim(self.concurrency - len(self._tasks))
+            for batch in claimed:
+                task = asyncio.create_task(self._deliver(batch))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            if claimed:
+                continue
+            if until_empty and not self._tasks and self._nothing_left():
+                return
+            await self._wait_for_work()
+
+    def _recover(self) -> None:
         try:
-            self.outbox.recover_stale_leases()
+            recovered = self.outbox.recover_stale_leases()
         except StateError as error:
             logger.warning("outbox lease recovery failed: %s", error)
-        while not self._stopping:
-            try:
-                worked = await self.step()
-            except StateError as error:
-                logger.warning("outbox unavailable: %s", error)
-                self.stats.last_error = str(error)
-                worked = False
-            if worked:
-                continue
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.idle_poll_s)
+            self._note(str(error))
+            return
+        if recovered:
+            logger.info("recovered %d outbox lease(s) of stopped workers", recovered)
 
-    async def step(self) -> bool:
-        """Claim and process one round of items; whether anything was claimed."""
-        items = self.outbox.claim(self.owner, limit=self.concurrency)
-        if not items:
-            return False
-        await asyncio.gather(*(self._process(item) for item in items))
-        return True
-
-    async def flush(self, deadline_s: float) -> None:
-        """Submit what is ready before ``deadline_s`` (monotonic). Operations still running are
-        left ``submitted``: the next sidecar confirms them."""
-        while time.monotonic() < deadline_s:
-            remaining = deadline_s - time.monotonic()
-            items = self.outbox.claim(self.owner, limit=self.concurrency)
-            items_to_send = [item for item in items if item.state == "leased"]
-            for item in items:
-                if item.state != "leased":
-                    self.outbox.release(item.item_id, self.owner)
-            if not items_to_send:
-                return
-            try:
-                await asyncio.wait_for(
-                    asyncio.gather(*(self._process(item) for item in items_to_send)),
-                    timeout=max(0.05, remaining),
-                )
-            except TimeoutError:
-                for item in items_to_send:
-                    self.outbox.release(item.item_id, self.owner)
-                return
-
-    async def _process(self, item: OutboxItem) -> None:
+    def _claim(self, free: int) -> list[Batch]:
+        if free <= 0:
+            return []
         try:
-            if item.state == "submitted" and item.server_operation_id:
-                await self._follow(item)
-            else:
-                await self._submit(item)
-        except BackendRejected as error:
-            logger.warning("retain %s rejected, dead-lettered: %s", item.item_id, error)
-            self.outbox.dead_letter(item.item_id, self.owner, error=str(error))
-            self.stats.dead += 1
-            self.stats.last_error = str(error)
-        except BackendError as error:
-            if item.attempts + 1 >= self.max_attempts:
-                reason = f"gave up after {item.attempts + 1} attempts: {error}"
-                logger.warning("retain %s dead-lettered: %s", item.item_id, reason)
-                self.outbox.dead_letter(item.item_id, self.owner, error=reason)
-                self.stats.dead += 1
-                self.stats.last_error = reason
-                return
-            delay = self.backoff.delay(item.attempts + 1, error.retry_after)
-            logger.info("retain %s will retry in %.1fs: %s", item.item_id, delay, error)
-            self.outbox.retry_later(item.item_id, self.owner, error=str(error), delay_s=delay)
-            self.stats.retried += 1
-            self.stats.last_error = str(error)
+            return self.outbox.claim(self.owner, limit=free)
+        except StateError as error:
+            logger.warning("outbox unavailable: %s", error)
+            self._note(str(error))
+            return []
 
-    async def _submit(self, item: OutboxItem) -> None:
-        backend = await self._backend()
+    def _nothing_left(self) -> bool:
+        try:
+            return self.outbox.unfinished_count() == 0
+        except StateError as error:
+            self._note(str(error))
+            return False
+
+    async def _wait_for_work(self) -> None:
+        """Until a delivery finishes, new work is announced, or the idle poll is due."""
+        self._wake.clear()
+        waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._wake.wait())}
+        waiters |= set(self._tasks)
+        done, _ = await asyncio.wait(
+            waiters, timeout=self.idle_poll_s, return_when=asyncio.FIRST_COMPLETED
+        )
+        for waiter in waiters:
+            if waiter not in self._tasks and waiter not in done:
+                waiter.cancel()
+
+    async def _probe(self) -> None:
+        attempt = 0
+        while self.offline_reason is not None and not self.stopping:
+            attempt += 1
+            # New requests do not cut this short: an outage must not turn into a probe flood.
+            await self._sleep(self.probe.delay(attempt), wakeable=False)
+            if self._stopped():
+                return
+            try:
+                backend = await self._backend()
+                await backend.health(timeout=min(self.timeout_s, 5.0))
+            except BackendError as error:
+                self.offline_reason = str(error)
+                continue
+            logger.info("Hindsight answers again; resuming retain")
+            self.offline_reason = None
+
+    # -- one batch -------------------------------------------------------------------------
+
+    async def _deliver(self, batch: Batch) -> None:
+        following = batch.state == "submitted"
+        try:
+            backend = await self._backend()
+            operation_id = batch.server_operation_id or batch.idempotency_key
+            if not following:
+                operation_id = await self._submit(backend, batch)
+                following = True
+            await self._follow(backend, batch, operation_id)
+        except asyncio.CancelledError:
+            self._release(batch)
+            raise
+        except BackendError as error:
+            self._failed(batch, error, following=following)
+        except StateError as error:  # the lease expires and another worker takes over
+            logger.warning("outbox update for batch %s failed: %s", batch.batch_id, error)
+            self._note(str(error))
+        except Exception as error:  # a malformed item or a bug: log it, never retry it blindly
+            logger.exception("retain batch %s failed unexpectedly", batch.batch_id)
+            self._dead(batch, f"internal error: {error!r}")
+
+    async def _submit(self, backend: MemoryBackend, batch: Batch) -> str:
         accepted = await backend.retain(
-            item.bank_id,
-            _retain_items(item),
-            operation_id=item.idempotency_key,
+            batch.bank_id,
+            compose(batch),
+            operation_id=batch.idempotency_key,
             timeout=self.timeout_s,
             run_async=True,
         )
-        self.stats.submitted += 1
-        operation_id = accepted.operation_id
-        if operation_id is None:  # processed synchronously: nothing left to follow
-            self.outbox.mark_done(item.item_id, self.owner)
-            self.stats.confirmed += 1
-            return
-        self.outbox.mark_submitted(item.item_id, self.owner, operation_id, poll_in_s=0.5)
+        operation_id = accepted.operation_id or batch.idempotency_key
+        self.outbox.mark_submitted(batch.batch_id, self.owner, operation_id)
+        self.stats.submitted += len(batch.items)
+        return operation_id
 
-    async def _follow(self, item: OutboxItem) -> None:
-        backend = await self._backend()
-        operation_id = item.server_operation_id or item.idempotency_key
-        status = await backend.operation_status(item.bank_id, operation_id, timeout=self.timeout_s)
-        if status.state == "completed":
-            self.outbox.mark_done(item.item_id, self.owner)
-            self.stats.confirmed += 1
-        elif status.state in ("failed", "cancelled"):
-            message = (
-                f"operation {status.operation_id} {status.state}: {status.error_message or ''}"
+    async def _follow(self, backend: MemoryBackend, batch: Batch, operation_id: str) -> None:
+        delay = 0.1
+        while True:
+            status = await backend.operation_status(
+                batch.bank_id, operation_id, timeout=self.timeout_s
             )
-            delay = self.backoff.delay(item.attempts + 1)
-            self.outbox.retry_later(
-                item.item_id, self.owner, error=message.strip(), delay_s=delay, new_generation=True
-            )
-            self.stats.retried += 1
-            self.stats.last_error = message
+            if status.state == "completed":
+                self.outbox.mark_done(batch.batch_id, self.owner)
+                self.stats.confirmed += len(batch.items)
+                return
+            if status.state in ("failed", "cancelled"):
+                message = f"operation {operation_id} {status.state}"
+                if status.error_message:
+                    message += f": {status.error_message}"
+                self._retry_or_die(batch, message, new_generation=True)
+                return
+            if status.state == "not_found":
+                self._dead(
+                    batch,
+                    f"Hindsight no longer knows operation {operation_id} (deleted or pruned); "
+                    "it cannot be confirmed — `pi-hindsight outbox retry` sends it again",
+                )
+                return
+            if self.stopping:
+                self._release(batch)
+                return
+            self.outbox.renew(batch.batch_id, self.owner)
+            await self._sleep(delay, wakeable=False)
+            delay = min(delay * 1.5, 1.0)
+
+    def _failed(self, batch: Batch, error: BackendError, *, following: bool) -> None:
+        self._note(str(error))
+        if isinstance(error, BackendRejected):
+            self._dead(batch, str(error))
+            return
+        if isinstance(error, BackendServerError) and error.status == 429:
+            delay = self.backoff.delay(batch.attempts + 1, error.retry_after)
+            self._paused_until = max(self._paused_until, time.monotonic() + delay)
+            logger.info("Hindsight asked to slow down; retain pauses %.1fs", delay)
+            self._later(batch, str(error), delay, following=following)
+            return
+        if isinstance(error, BackendServerError):
+            if following:  # the operation is known; only looking at it failed
+                self._later(batch, str(error), self.backoff.delay(1), following=True)
+            else:
+                self._retry_or_die(batch, str(error), retry_after=error.retry_after)
+            return
+        # Unreachable (or not configured): same key, no backoff, no failure; go offline.
+        self._later(batch, str(error), 0.0, following=following)
+        self._go_offline(error)
+
+    def _later(self, batch: Batch, error: str, delay: float, *, following: bool) -> None:
+        if following:
+            self.outbox.poll_later(batch.batch_id, self.owner, error=error, delay_s=delay)
         else:
-            self.outbox.poll_later(
-                item.item_id, self.owner, delay_s=min(5.0, 0.5 * (1 + item.attempts))
+            self.outbox.retry_later(batch.batch_id, self.owner, error=error, delay_s=delay)
+        self.stats.retried += 1
+
+    def _retry_or_die(
+        self,
+        batch: Batch,
+        error: str,
+        *,
+        new_generation: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        self._note(error)
+        if batch.failures + 1 >= self.max_failures:
+            self._dead(batch, f"gave up after {batch.failures + 1} failures: {error}")
+            return
+        delay = self.backoff.delay(batch.failures + 1, retry_after)
+        logger.info("retain batch %s will retry in %.1fs: %s", batch.batch_id, delay, error)
+        self.outbox.retry_later(
+            batch.batch_id,
+            self.owner,
+            error=error,
+            delay_s=delay,
+            new_generation=new_generation,
+            failure=True,
+        )
+        self.stats.retried += 1
+
+    def _dead(self, batch: Batch, reason: str) -> None:
+        logger.warning(
+            "retain batch %s (%d request(s) of session %s) dead-lettered: %s",
+            batch.batch_id,
+            len(batch.items),
+            batch.session_id,
+            reason,
+        )
+        self.outbox.dead_letter(batch.batch_id, self.owner, error=reason)
+        self.stats.dead += len(batch.items)
+        self._note(reason)
+
+    def _release(self, batch: Batch) -> None:
+        try:
+            self.outbox.release(batch.batch_id, self.owner)
+        except StateError as error:  # the lease expires by itself
+            logger.warning("could not release batch %s: %s", batch.batch_id, error)
+
+    # -- shutdown --------------------------------------------------------------------------
+
+    async def shutdown(self, deadline: float) -> int:
+        """Stop, then submit what is ready until ``deadline`` (monotonic); returns how many
+        requests were submitted. Operations still running stay ``submitted`` and anything not
+        sent stays ``sending``/``ready``: the next sidecar confirms or sends them."""
+        self.stop()
+        if self._tasks:
+            _, pending = await asyncio.wait(
+                set(self._tasks), timeout=max(0.0, deadline - time.monotonic())
             )
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        submitted = 0
+        while self.offline_reason is None and time.monotonic() < deadline:
+            try:
+                batches = self.outbox.claim(
+                    self.owner, limit=self.concurrency, include_submitted=False
+                )
+            except StateError as error:
+                self._note(str(error))
+                break
+            if not batches:
+                break
+            submitted += await self._submit_before(batches, deadline)
+        return submitted
+
+    async def _submit_before(self, batches: list[Batch], deadline: float) -> int:
+        async def submit_one(batch: Batch) -> int:
+            try:
+                backend = await self._backend()
+                await self._submit(backend, batch)
+                self.outbox.release(batch.batch_id, self.owner)
+            except asyncio.CancelledError:
+                self._release(batch)
+                raise
+            except BackendError as error:
+                self._failed(batch, error, following=False)
+                return 0
+            return len(batch.items)
+
+        tasks = [asyncio.create_task(submit_one(batch)) for batch in batches]
+        done, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.monotonic()))
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        return sum(task.result() for task in done if not task.cancelled() and not task.exception())

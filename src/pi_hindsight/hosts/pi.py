@@ -6,6 +6,7 @@ command specs); the engine stays host-neutral.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -106,20 +107,31 @@ def _text_of(content: object) -> str:
     return ""
 
 
-def turn_messages(messages: list[dict[str, Any]]) -> list[TurnMessage]:
-    """Pi ``agent_end`` messages → what may be retained.
+# Pi's own text for summaries it hands the model as user messages (pi-coding-agent
+# core/messages.js): such a message is Pi's summary, never the user's words.
+_SUMMARY_PREFIXES = (
+    "The conversation history before this point was compacted into the following summary:",
+    "The following is a summary of a branch that this conversation came back from:",
+)
 
-    Dropped: custom messages (our injected memory and other extensions' messages), compaction and
-    branch summaries (never retained as if the user said them), bash executions, tool results and
-    thinking. Tool calls are kept as mentions only.
+
+def turn_messages(messages: list[dict[str, Any]]) -> list[TurnMessage]:
+    """Pi ``agent_end`` messages → host-neutral turn messages (the retain policy filters them).
+
+    Dropped here: custom messages (our injected memory and other extensions' messages),
+    compaction and branch summaries (whether as their own roles or rendered as user text; never
+    retained as if the user said them), our memory block arriving as user text, bash executions
+    and thinking. Tool calls (with their arguments) and tool results are passed on; what of them
+    is kept is ``retain.toolCalls`` / ``retain.toolResults`` (``engine/transcript.py``).
     """
     turn: list[TurnMessage] = []
     for message in messages:
         role = message.get("role")
         if role == "user":
             text = _text_of(message.get("content"))
-            if text.lstrip().startswith(f"<{FENCE}"):
-                continue  # defensive: our memory block, whatever role it arrives with
+            head = text.lstrip()
+            if head.startswith(f"<{FENCE}") or head.startswith(_SUMMARY_PREFIXES):
+                continue  # defensive: our memory block or a summary, whatever role it has
             turn.append(TurnMessage("user", text))
         elif role == "assistant":
             content = message.get("content")
@@ -129,8 +141,43 @@ def turn_messages(messages: list[dict[str, Any]]) -> list[TurnMessage]:
                 turn.append(TurnMessage("assistant", text))
             for block in blocks:
                 if isinstance(block, dict) and block.get("type") == "toolCall":
-                    turn.append(TurnMessage("tool", "", tool_name=str(block.get("name") or "")))
+                    arguments = block.get("arguments")
+                    turn.append(
+                        TurnMessage(
+                            "tool_call",
+                            json.dumps(arguments, ensure_ascii=False, default=str)
+                            if arguments
+                            else "",
+                            tool_name=str(block.get("name") or ""),
+                        )
+                    )
+        elif role == "toolResult":
+            turn.append(
+                TurnMessage(
+                    "tool_result",
+                    _text_of(message.get("content")),
+                    tool_name=str(message.get("toolName") or ""),
+                    is_error=message.get("isError") is True,
+                )
+            )
     return turn
+
+
+def session_start_dir(session_file: str | None, cwd: Path) -> Path:
+    """The directory the session started in: a resumed session keeps the scope of the directory
+    recorded in its session file's header, wherever Pi runs now (R-SCOPE-5)."""
+    if session_file:
+        try:
+            with Path(session_file).open(encoding="utf-8") as handle:
+                header = json.loads(handle.readline() or "{}")
+        except (OSError, ValueError):
+            return cwd
+        if not isinstance(header, dict) or header.get("type") != "session":
+            return cwd
+        recorded = header.get("cwd")
+        if isinstance(recorded, str) and Path(recorded).is_dir():
+            return Path(recorded)
+    return cwd
 
 
 def _notices(notices: tuple[Notice, ...]) -> list[dict[str, str]]:
@@ -193,7 +240,7 @@ class PiHost:
             )
         info = SessionInfo(
             session_id=parsed.session_id,
-            cwd=Path(parsed.cwd),
+            cwd=session_start_dir(parsed.session_file, Path(parsed.cwd)),
             session_file=parsed.session_file,
             has_ui=parsed.has_ui,
             reason=parsed.reason,
@@ -291,19 +338,42 @@ class PiHost:
 
 
 def _status_text(status: dict[str, Any]) -> str:
+    """Status at a glance: what memory does here, and exactly why when it does nothing."""
+    lines: list[str] = []
+    project = f"{status.get('projectId')} (from {status.get('identitySource')})"
     if not status["enabled"]:
-        return f"Hindsight memory is off: {status['offReason']}"
-    scope = status["scope"]
-    lines = [
-        f"Hindsight memory is on: scope {scope['scopeId']} in bank {scope['bankId']}",
-        f"  tags: {', '.join(scope['tags'])} (match {scope['tagsMatch']})",
-        f"  backend healthy: {status['backend']['healthy']}",
-        f"  last recall: {status['lastOutcome']}",
-    ]
+        lines.append(f"Hindsight memory is OFF: {status['offReason']}")
+        lines.append(f"  project: {project}")
+        proposed = status.get("proposedScope")
+        if proposed:
+            lines.append(
+                f"  would use: bank {proposed['bankId']}, tags {', '.join(proposed['tags'])}"
+            )
+    else:
+        scope = status["scope"]
+        lines.append(f"Hindsight memory is on — profile {status['profile']}")
+        lines.append(f"  project: {project}")
+        lines.append(f"  bank:    {scope['bankId']} ({status.get('bankRule')})")
+        lines.append(f"  tags:    {', '.join(scope['tags'])} (match {scope['tagsMatch']})")
+        recall = status["recall"]
+        user = f", user bank {recall['userMaxTokens']}" if recall["userBank"] else ""
+        lines.append(
+            f"  recall:  project {recall['maxTokens']} tokens{user}; last: {status['lastOutcome']}"
+        )
+        lines.append(f"  retain:  {'automatic' if status['retain']['automatic'] else 'off'}")
+        backend = status["backend"]
+        health = {
+            True: "healthy",
+            False: f"unavailable ({backend['lastError']})",
+            None: "not contacted yet",
+        }
+        lines.append(f"  backend: {health[backend['healthy']]}")
     outbox = status.get("outbox")
     if outbox and "pending" in outbox:
         lines.append(
-            f"  outbox: {outbox['pending']} pending, {outbox['submitted']} awaiting confirmation, "
+            f"  outbox:  {outbox['pending']} pending, {outbox['submitted']} awaiting confirmation, "
             f"{outbox['dead']} dead"
         )
+    for problem in status.get("config", {}).get("problems", []):
+        lines.append(f"  config:  {problem}")
     return "\n".join(lines)

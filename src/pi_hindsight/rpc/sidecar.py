@@ -258,10 +258,9 @@ async def _main(state_dir: Path, output: BinaryIO) -> None:
     threading.Thread(
         target=_read_lines, args=(sys.stdin.fileno(), loop, lines), name="stdin", daemon=True
     ).start()
-    config = load_config(state_dir)
     engine = MemoryEngine(
         state_dir=state_dir,
-        config=config,
+        config_loader=lambda root: load_config(state_dir, project_root=root),
         backend_factory=_create_backend,
         base_url_resolver=resolve_base_url(state_dir),
     )

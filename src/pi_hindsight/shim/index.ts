@@ -28,6 +28,8 @@ import {
 } from "./types.ts";
 
 const STATUS_KEY = "hindsight";
+/** The customType of the hidden memory message (engine/render.py CUSTOM_TYPE). */
+const MEMORY_CUSTOM_TYPE = "hindsight-memory";
 const DEFAULT_ARGS = ["-m", "pi_hindsight", "serve"];
 const SETUP_HINT = "pi-hindsight: run `pi-hindsight setup`";
 
@@ -99,6 +101,7 @@ class HindsightShim {
 		pi.on("session_start", async (event, ctx) => this.start(event.reason, ctx));
 		pi.on("before_agent_start", async (event, ctx) => this.prepare(event.prompt, ctx));
 		pi.on("before_provider_request", (event) => this.confirmDelivery(event.payload));
+		pi.on("message_end", (event) => this.noteAttached(event.message));
 		pi.on("agent_end", async (event, ctx) => this.turnCompleted(event.messages, ctx));
 		pi.on("session_compact", (_event, ctx) => {
 			this.usable()?.notify("compaction", this.sessionParams(ctx));
@@ -268,6 +271,37 @@ class HindsightShim {
 		return undefined; // never modify the payload
 	}
 
+	/**
+	 * Pi emits our hidden message as a `custom` message when it adds it to the agent's context:
+	 * that is "attached" (prepared memory can fail to attach, e.g. when prepareMemory timed out).
+	 */
+	private noteAttached(message: unknown): undefined {
+		const turn = this.turn;
+		if (turn === undefined || typeof message !== "object" || message === null) return undefined;
+		const m = message as { role?: unknown; customType?: unknown; details?: unknown };
+		if (m.role !== "custom" || m.customType !== MEMORY_CUSTOM_TYPE) return undefined;
+		const details = typeof m.details === "object" && m.details !== null ? (m.details as Record<string, unknown>) : {};
+		if (details.requestId !== turn.requestId) return undefined;
+		this.usable()?.notify("memoryAttached", { requestId: turn.requestId });
+		return undefined;
+	}
+
+	/** The session entry Pi persisted for this request's memory message (found at agent_end). */
+	private memoryEntryId(requestId: string, ctx: ExtensionContext): string | null {
+		try {
+			const entries = ctx.sessionManager.getEntries();
+			for (let index = entries.length - 1, seen = 0; index >= 0 && seen < 200; index--, seen++) {
+				const entry = entries[index] as { type?: unknown; id?: unknown; customType?: unknown; details?: unknown };
+				if (entry.type !== "custom_message" || entry.customType !== MEMORY_CUSTOM_TYPE) continue;
+				const details = entry.details as { requestId?: unknown } | undefined;
+				if (details?.requestId === requestId && typeof entry.id === "string") return entry.id;
+			}
+		} catch {
+			// no entries to search (e.g. a stale context)
+		}
+		return null;
+	}
+
 	private async turnCompleted(messages: unknown[], ctx: ExtensionContext): Promise<void> {
 		const requestId = this.turn?.requestId ?? randomUUID();
 		this.turn = undefined;
@@ -277,7 +311,7 @@ class HindsightShim {
 			const result = parseTurnResult(
 				await client.request(
 					"turnCompleted",
-					{ requestId, ...this.sessionParams(ctx), messages },
+					{ requestId, ...this.sessionParams(ctx), messages, memoryEntryId: this.memoryEntryId(requestId, ctx) },
 					{ timeoutMs: this.timeouts.turnMs },
 				),
 			);

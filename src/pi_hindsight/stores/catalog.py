@@ -2,7 +2,8 @@
 
 A location is used for memory only once it is registered here (R-CONSENT-1/2). Registering records
 the project id, the bank and the exact tags the scope uses, so they survive config changes and
-replacing the extension (R-LEGACY-2). Nothing inside a repository can write this file.
+replacing the extension (R-LEGACY-2: ``export``/``import``). A declined consent is recorded too, so
+Pi does not ask again. Nothing inside a repository can write this file.
 """
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from pi_hindsight.errors import StateError
 from pi_hindsight.stores.sqlite import (
     Migration,
     SetAside,
@@ -23,6 +27,7 @@ from pi_hindsight.stores.sqlite import (
 )
 
 CATALOG_FILE_NAME = "catalog.sqlite"
+EXPORT_FORMAT = "pi-hindsight-catalog/1"
 
 SCHEMA = StoreSchema(
     application_id=0x50484331,  # "PHC1"
@@ -47,6 +52,17 @@ SCHEMA = StoreSchema(
             )
             """,
         ),
+        Migration(
+            "pins and declines",
+            """
+            ALTER TABLE locations ADD COLUMN pin TEXT;
+            CREATE TABLE declines (
+                project_id TEXT PRIMARY KEY,
+                path TEXT NOT NULL,
+                declined_at REAL NOT NULL
+            )
+            """,
+        ),
     ),
 )
 
@@ -56,11 +72,19 @@ class ScopeRecord:
     scope_id: str
     project_id: str
     identity_source: str
-    bank_id: str
+    bank_id: str  # may hold "{session}" when the bank is per session (dynamic naming)
     tags: tuple[str, ...]
     registered_at: float
-    consent: str  # how consent was given: "cli", "ui"
+    consent: str  # how consent was given: "cli", "ui", "import"
     locations: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    added_scopes: int
+    added_locations: int
+    unchanged: int
+    conflicts: tuple[str, ...]
 
 
 class Catalog:
@@ -101,11 +125,12 @@ class Catalog:
         tags: tuple[str, ...],
         location: Path,
         consent: str,
+        pin: str | None = None,
     ) -> ScopeRecord:
         """Register ``location`` for the scope; the scope is created on first registration.
 
         An existing scope keeps its bank and tags (they are the scope's identity); only the new
-        location is added.
+        location is added. A consent declined earlier for the project is forgotten.
         """
         now = time.time()
         with translated_errors("catalog", self.path), transaction(self._connection):
@@ -122,12 +147,14 @@ class Catalog:
                 ),
             )
             self._connection.execute(
-                "INSERT OR REPLACE INTO locations VALUES (?, ?, ?)",
-                (str(location.resolve()), scope_id, now),
+                "INSERT OR REPLACE INTO locations (path, scope_id, registered_at, pin) "
+                "VALUES (?, ?, ?, ?)",
+                (str(location.resolve()), scope_id, now, pin),
             )
+            self._connection.execute("DELETE FROM declines WHERE project_id = ?", (project_id,))
         found = self.get(scope_id)
         if found is None:  # pragma: no cover - inserted above
-            raise LookupError(scope_id)
+            raise StateError(f"catalog {self.path}: registration of {scope_id} did not persist")
         return found
 
     def unregister(self, scope_id: str) -> bool:
@@ -142,8 +169,29 @@ class Catalog:
             ).fetchone()
             return None if row is None else self._record(row)
 
-    def find_for(self, project_id: str, directory: Path) -> ScopeRecord | None:
-        """The registered scope for a session: by project id, else by a registered ancestor dir."""
+    def _ancestor_location(self, directory: Path, *, pinned: bool) -> sqlite3.Row | None:
+        resolved = directory.resolve()
+        candidates = [str(resolved), *(str(parent) for parent in resolved.parents)]
+        placeholders = ",".join("?" for _ in candidates)
+        condition = "pin IS NOT NULL" if pinned else "1"
+        row: sqlite3.Row | None = self._connection.execute(
+            f"SELECT scope_id, path, pin FROM locations WHERE path IN ({placeholders}) "  # noqa: S608 - placeholders only
+            f"AND {condition} ORDER BY length(path) DESC LIMIT 1",
+            candidates,
+        ).fetchone()
+        return row
+
+    def pin_for(self, directory: Path) -> str | None:
+        """A project id pinned at registration for ``directory`` or an ancestor of it."""
+        with translated_errors("catalog", self.path):
+            row = self._ancestor_location(directory, pinned=True)
+        return None if row is None else str(row["pin"])
+
+    def find_for(
+        self, project_id: str, directory: Path, *, by_ancestor: bool = True
+    ) -> ScopeRecord | None:
+        """The registered scope for a session: by project id, else (``by_ancestor``, for plain
+        directories) by a registered ancestor directory, which covers its subdirectories."""
         with translated_errors("catalog", self.path):
             row = self._connection.execute(
                 "SELECT * FROM scopes WHERE project_id = ? ORDER BY registered_at LIMIT 1",
@@ -151,14 +199,9 @@ class Catalog:
             ).fetchone()
             if row is not None:
                 return self._record(row)
-            resolved = directory.resolve()
-            candidates = [str(resolved), *(str(parent) for parent in resolved.parents)]
-            placeholders = ",".join("?" for _ in candidates)
-            location = self._connection.execute(
-                f"SELECT scope_id, path FROM locations WHERE path IN ({placeholders}) "  # noqa: S608 - placeholders only
-                "ORDER BY length(path) DESC LIMIT 1",
-                candidates,
-            ).fetchone()
+            if not by_ancestor:
+                return None
+            location = self._ancestor_location(directory, pinned=False)
             return None if location is None else self.get(location["scope_id"])
 
     def scopes(self) -> list[ScopeRecord]:
@@ -167,3 +210,127 @@ class Catalog:
                 "SELECT * FROM scopes ORDER BY registered_at"
             ).fetchall()
             return [self._record(row) for row in rows]
+
+    # -- consent ---------------------------------------------------------------------------
+
+    def record_decline(self, project_id: str, path: Path) -> None:
+        with translated_errors("catalog", self.path), transaction(self._connection):
+            self._connection.execute(
+                "INSERT OR REPLACE INTO declines VALUES (?, ?, ?)",
+                (project_id, str(path.resolve()), time.time()),
+            )
+
+    def declined(self, project_id: str) -> float | None:
+        """When consent for ``project_id`` was declined, if it was."""
+        with translated_errors("catalog", self.path):
+            row = self._connection.execute(
+                "SELECT declined_at FROM declines WHERE project_id = ?", (project_id,)
+            ).fetchone()
+        return None if row is None else float(row["declined_at"])
+
+    # -- export / import (R-LEGACY-2) --------------------------------------------------------
+
+    def export(self) -> dict[str, Any]:
+        with translated_errors("catalog", self.path):
+            scopes = self._connection.execute(
+                "SELECT * FROM scopes ORDER BY registered_at"
+            ).fetchall()
+            locations = self._connection.execute("SELECT * FROM locations ORDER BY path").fetchall()
+            declines = self._connection.execute("SELECT * FROM declines").fetchall()
+        return {
+            "format": EXPORT_FORMAT,
+            "exportedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "scopes": [
+                {
+                    "scopeId": row["scope_id"],
+                    "projectId": row["project_id"],
+                    "identitySource": row["identity_source"],
+                    "bankId": row["bank_id"],
+                    "tags": json.loads(row["tags"]),
+                    "registeredAt": row["registered_at"],
+                    "consent": row["consent"],
+                }
+                for row in scopes
+            ],
+            "locations": [
+                {
+                    "path": row["path"],
+                    "scopeId": row["scope_id"],
+                    "registeredAt": row["registered_at"],
+                    "pin": row["pin"],
+                }
+                for row in locations
+            ],
+            "declines": [
+                {
+                    "projectId": row["project_id"],
+                    "path": row["path"],
+                    "declinedAt": row["declined_at"],
+                }
+                for row in declines
+            ],
+        }
+
+    def import_(self, data: Mapping[str, Any]) -> ImportReport:
+        """Merge an export: new scopes and locations are added; an existing scope id with a
+        different bank or tags is a conflict and is left as it is (never silently rewritten)."""
+        if data.get("format") != EXPORT_FORMAT:
+            raise StateError(
+                f"not a pi-hindsight catalogue export (format {data.get('format')!r})",
+                hint=f"expected format {EXPORT_FORMAT!r} from `pi-hindsight scope export`",
+            )
+        added_scopes = added_locations = unchanged = 0
+        conflicts: list[str] = []
+        try:
+            with translated_errors("catalog", self.path), transaction(self._connection):
+                for scope in data.get("scopes", []):
+                    existing = self._connection.execute(
+                        "SELECT bank_id, tags FROM scopes WHERE scope_id = ?", (scope["scopeId"],)
+                    ).fetchone()
+                    if existing is None:
+                        self._connection.execute(
+                            "INSERT INTO scopes VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            (
+                                scope["scopeId"],
+                                scope["projectId"],
+                                scope["identitySource"],
+                                scope["bankId"],
+                                json.dumps(list(scope["tags"])),
+                                float(scope["registeredAt"]),
+                                "import",
+                            ),
+                        )
+                        added_scopes += 1
+                        continue
+                    kept_tags = json.loads(existing["tags"])
+                    if existing["bank_id"] != scope["bankId"] or kept_tags != list(scope["tags"]):
+                        conflicts.append(
+                            f"{scope['scopeId']}: kept bank {existing['bank_id']} / tags "
+                            f"{kept_tags}, not {scope['bankId']} / {scope['tags']}"
+                        )
+                    else:
+                        unchanged += 1
+                for location in data.get("locations", []):
+                    cursor = self._connection.execute(
+                        "INSERT OR IGNORE INTO locations (path, scope_id, registered_at, pin) "
+                        "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM scopes WHERE scope_id = ?)",
+                        (
+                            location["path"],
+                            location["scopeId"],
+                            float(location["registeredAt"]),
+                            location.get("pin"),
+                            location["scopeId"],
+                        ),
+                    )
+                    added_locations += cursor.rowcount
+                for decline in data.get("declines", []):
+                    self._connection.execute(
+                        "INSERT OR IGNORE INTO declines VALUES (?, ?, ?)",
+                        (decline["projectId"], decline["path"], float(decline["declinedAt"])),
+                    )
+        except (KeyError, TypeError, ValueError) as error:
+            raise StateError(
+                f"the catalogue export is malformed: {error!r}; nothing was imported",
+                hint="export again with `pi-hindsight scope export`",
+            ) from error
+        return ImportReport(added_scopes, added_locations, unchanged, tuple(conflicts))

@@ -1,34 +1,45 @@
 """The durable retain outbox (``outbox.sqlite``): a SQL state machine shared by every Pi process.
 
-::
+An *item* is one completed Pi request; a *batch* is what one retain call sends: consecutive ready
+items of one session, composed at claim time and recorded durably, so that every replay of the
+batch (after a timeout, a crash, a restart) sends exactly the same items under the same
+idempotency key. ::
 
-    ready ──claim──▶ leased ──accepted──▶ submitted ──operation completed──▶ done
-      ▲                │                     │
-      └──retry (backoff)┴─────────────────────┘  (transport errors, 5xx, 429, failed operation)
-                       └──rejected as invalid──▶ dead   (never dropped silently: reason kept)
+    item:   ready ──claim──▶ sending ──accepted──▶ submitted ──operation completed──▶ done
+    batch:           (composed) sending ──────────▶ submitted ──────────────────────▶ done
+                                 ▲   │                  │
+                                 └───┴──────────────────┘   transport error, 429, 5xx: same key;
+                                                            operation failed: next generation key
+                          sending/submitted ──never succeeds──▶ dead (reason kept; ``retry``)
 
-A completed Pi request is committed here *before* any network call (R-RETAIN-1). Delivery is
-at-least-once; each item carries a stable idempotency key sent as Hindsight's ``operation_id``, so a
-replay after a crash stores nothing twice. A claim is one ``BEGIN IMMEDIATE`` transaction that
-leases the row; leases that expire (a crashed sidecar) return the row to ``ready``. Items of one
-session are delivered strictly in order: only the oldest unfinished item of a session is claimable.
+- A completed request is committed here *before* any network call (R-RETAIN-1); ``enqueue`` is
+  idempotent per (session, request id), so a host that re-sends a request stores it once.
+- Delivery is at-least-once; the batch's idempotency key is sent as Hindsight's ``operation_id``
+  (a UUID: the batch id, or for a later generation a UUIDv5 derived from it), so a replay stores
+  nothing twice.
+- A claim is one ``BEGIN IMMEDIATE`` transaction that leases batches to one worker. Leases that
+  expire, or whose owner process on this host is gone, are recovered by any worker.
+- Per-session order: a session has at most one open batch; the next batch of a session is
+  composed only after the previous one is done (or dead), so appends to one session document
+  never race (Hindsight's append is read-modify-write).
 """
 
 from __future__ import annotations
 
 import json
-import random
+import os
+import socket
 import sqlite3
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from pi_hindsight.stores.outbox_schema import SCHEMA
 from pi_hindsight.stores.sqlite import (
-    Migration,
     SetAside,
-    StoreSchema,
     new_id,
     open_store,
     transaction,
@@ -37,81 +48,121 @@ from pi_hindsight.stores.sqlite import (
 
 OUTBOX_FILE_NAME = "outbox.sqlite"
 
-ItemState = Literal["ready", "leased", "submitted", "done", "dead"]
+ItemState = Literal["ready", "sending", "submitted", "done", "dead"]
+BatchState = Literal["sending", "submitted", "done", "dead"]
+ITEM_STATES: tuple[ItemState, ...] = ("ready", "sending", "submitted", "done", "dead")
+UNFINISHED: tuple[ItemState, ...] = ("ready", "sending", "submitted")
 
-SCHEMA = StoreSchema(
-    application_id=0x50484F31,  # "PHO1"
-    migrations=(
-        Migration(
-            "create items",
-            """
-            CREATE TABLE items (
-                seq INTEGER PRIMARY KEY AUTOINCREMENT,
-                item_id TEXT NOT NULL UNIQUE,
-                session_id TEXT NOT NULL,
-                bank_id TEXT NOT NULL,
-                payload TEXT NOT NULL,
-                payload_bytes INTEGER NOT NULL,
-                state TEXT NOT NULL,
-                attempts INTEGER NOT NULL DEFAULT 0,
-                generation INTEGER NOT NULL DEFAULT 0,
-                next_attempt_at REAL NOT NULL,
-                lease_owner TEXT,
-                lease_expires_at REAL,
-                server_operation_id TEXT,
-                last_error TEXT,
-                created_at REAL NOT NULL,
-                updated_at REAL NOT NULL
-            );
-            CREATE INDEX items_by_state ON items(state, next_attempt_at);
-            CREATE INDEX items_by_session ON items(session_id, seq)
-            """,
-        ),
-    ),
-)
+# Batch composition limits: bounded so one retain call stays one Hindsight sub-batch.
+BATCH_MAX_ITEMS = 32
+BATCH_MAX_BYTES = 256 * 1024
 
-UNFINISHED = ("ready", "leased", "submitted")
+_HOST = socket.gethostname()
 
 
 @dataclass(frozen=True)
 class OutboxItem:
     item_id: str
     session_id: str
+    request_id: str | None
     bank_id: str
     payload: dict[str, Any]
+    payload_bytes: int
     state: ItemState
-    attempts: int
-    generation: int
-    server_operation_id: str | None
+    batch_id: str | None
     last_error: str | None
     created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What one retain call sends: consecutive items of one session, fixed at claim time."""
+
+    batch_id: str
+    session_id: str
+    bank_id: str
+    state: BatchState
+    generation: int
+    attempts: int
+    failures: int
+    server_operation_id: str | None
+    last_error: str | None
+    items: tuple[OutboxItem, ...]
 
     @property
     def idempotency_key(self) -> str:
-        """Sent as Hindsight's ``operation_id``; a new generation only after a failed operation."""
-        return self.item_id if self.generation == 0 else f"{self.item_id}.g{self.generation}"
+        """Hindsight's ``operation_id`` (it must be a UUID). A new generation only after
+        Hindsight reported the operation *failed*: replaying that id would return the failed
+        operation again instead of doing the work."""
+        if self.generation == 0:
+            return self.batch_id
+        return str(uuid.uuid5(uuid.UUID(self.batch_id), f"generation-{self.generation}"))
 
 
 @dataclass(frozen=True)
 class OutboxHealth:
-    pending: int
-    submitted: int
+    pending: int  # not yet accepted by Hindsight (ready or sending)
+    submitted: int  # accepted, awaiting Hindsight's confirmation
     dead: int
     done: int
-    oldest_pending_age_s: float | None
-    last_error: str | None
+    oldest_pending_age_s: float | None  # oldest unfinished item
+    last_error: str | None  # of an unfinished or dead item
+    last_error_at: float | None
 
 
 @dataclass(frozen=True)
-class Backoff:
-    base_s: float = 1.0
-    cap_s: float = 300.0
+class PurgeResult:
+    items: int
+    batches: int
 
-    def delay(self, attempts: int, retry_after: float | None = None) -> float:
-        """Exponential backoff with full jitter; a server's Retry-After is a floor."""
-        ceiling = min(self.cap_s, self.base_s * (2 ** max(0, attempts - 1)))
-        delay = random.uniform(ceiling / 2, ceiling)  # noqa: S311 - jitter, not security
-        return max(delay, retry_after or 0.0)
+
+def owner_id(tag: str) -> str:
+    """A lease owner: ``host:pid:tag``. Recovery checks whether that process is still alive."""
+    return f"{_HOST}:{os.getpid()}:{tag}"
+
+
+def _owner_is_gone(owner: str) -> bool:
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != _HOST or not pid_text.isdigit():
+        return False  # another machine's process: only its lease expiry tells
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _item(row: sqlite3.Row) -> OutboxItem:
+    return OutboxItem(
+        item_id=row["item_id"],
+        session_id=row["session_id"],
+        request_id=row["request_id"],
+        bank_id=row["bank_id"],
+        payload=json.loads(row["payload"]),
+        payload_bytes=row["payload_bytes"],
+        state=row["state"],
+        batch_id=row["batch_id"],
+        last_error=row["last_error"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _merge_key(payload: dict[str, Any]) -> str:
+    """Items merge into one retain item only when they go to the same document the same way."""
+    entries = payload.get("items") or [{}]
+    first = entries[0] if len(entries) == 1 else {}
+    return json.dumps(
+        [first.get("document_id"), first.get("tags"), first.get("update_mode"), len(entries)]
+    )
+
+
+def _placeholders(values: Sequence[object]) -> str:
+    return ",".join("?" for _ in values)
 
 
 class Outbox:
@@ -125,146 +176,386 @@ class Outbox:
     def close(self) -> None:
         self._connection.close()
 
-    def _item(self, row: sqlite3.Row) -> OutboxItem:
-        return OutboxItem(
-            item_id=row["item_id"],
-            session_id=row["session_id"],
-            bank_id=row["bank_id"],
-            payload=json.loads(row["payload"]),
-            state=row["state"],
-            attempts=row["attempts"],
-            generation=row["generation"],
-            server_operation_id=row["server_operation_id"],
-            last_error=row["last_error"],
-            created_at=row["created_at"],
-        )
+    # -- enqueue ---------------------------------------------------------------------------
 
-    def enqueue(self, *, session_id: str, bank_id: str, payload: dict[str, Any]) -> str:
-        """Durably record one retain; returns its id. Committed before anything is sent."""
+    def enqueue(
+        self,
+        *,
+        session_id: str,
+        bank_id: str,
+        payload: dict[str, Any],
+        request_id: str | None = None,
+    ) -> str:
+        """Durably record one completed request; returns its item id. Committed before anything
+        is sent. The same (session, request id) again returns the first item's id."""
         item_id = new_id()
         encoded = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
         now = time.time()
         with translated_errors("outbox", self.path), transaction(self._connection):
-            self._connection.execute(
-                "INSERT INTO items (item_id, session_id, bank_id, payload, payload_bytes, state, "
-                "next_attempt_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'ready', ?, ?, ?)",
-                (item_id, session_id, bank_id, encoded, len(encoded.encode()), now, now, now),
+            cursor = self._connection.execute(
+                "INSERT OR IGNORE INTO items (item_id, session_id, request_id, bank_id, payload, "
+                "payload_bytes, state, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'ready', ?, ?)",
+                (
+                    item_id,
+                    session_id,
+                    request_id,
+                    bank_id,
+                    encoded,
+                    len(encoded.encode()),
+                    now,
+                    now,
+                ),
             )
+            if cursor.rowcount == 0 and request_id is not None:
+                row = self._connection.execute(
+                    "SELECT item_id FROM items WHERE session_id = ? AND request_id = ?",
+                    (session_id, request_id),
+                ).fetchone()
+                if row is not None:
+                    return str(row[0])
         return item_id
 
+    # -- leases ----------------------------------------------------------------------------
+
     def recover_stale_leases(self) -> int:
-        """Return leased rows whose lease expired (their sidecar died) to ``ready``."""
+        """Free leases that expired or whose owner process (on this host) is gone."""
         with translated_errors("outbox", self.path), transaction(self._connection):
-            return self._expire_leases(time.time())
+            now = time.time()
+            owners = [
+                row[0]
+                for row in self._connection.execute(
+                    "SELECT DISTINCT lease_owner FROM batches WHERE lease_owner IS NOT NULL"
+                )
+            ]
+            gone = [owner for owner in owners if _owner_is_gone(owner)]
+            freed = self._expire_leases(now)
+            if gone:
+                freed += self._connection.execute(
+                    f"UPDATE batches SET lease_owner = NULL, lease_expires_at = NULL, "  # noqa: S608 - placeholders only
+                    f"updated_at = ? WHERE lease_owner IN ({_placeholders(gone)})",
+                    (now, *gone),
+                ).rowcount
+            return freed
 
     def _expire_leases(self, now: float) -> int:
-        # A leased row goes back to ready; a submitted row keeps its state (its operation is
-        # still known to Hindsight) and only loses the dead owner.
-        cursor = self._connection.execute(
-            "UPDATE items SET state = CASE state WHEN 'leased' THEN 'ready' ELSE state END, "
-            "lease_owner = NULL, lease_expires_at = NULL, updated_at = ? "
+        return self._connection.execute(
+            "UPDATE batches SET lease_owner = NULL, lease_expires_at = NULL, updated_at = ? "
             "WHERE lease_owner IS NOT NULL AND lease_expires_at < ?",
             (now, now),
-        )
-        return cursor.rowcount
+        ).rowcount
 
-    def claim(self, owner: str, *, limit: int = 4) -> list[OutboxItem]:
-        """Lease up to ``limit`` deliverable items, at most one per session (the session's head).
+    # -- claim -----------------------------------------------------------------------------
 
-        Also claims ``submitted`` heads whose operation is due for a status check.
+    def claim(
+        self,
+        owner: str,
+        *,
+        limit: int = 2,
+        include_submitted: bool = True,
+        max_items: int = BATCH_MAX_ITEMS,
+        max_bytes: int = BATCH_MAX_BYTES,
+    ) -> list[Batch]:
+        """Lease up to ``limit`` due batches: open ones first (a replay keeps its composition and
+        key), then new ones composed from each waiting session's consecutive ready items.
+
+        ``include_submitted=False`` leaves batches awaiting confirmation alone (shutdown flush).
         """
         now = time.time()
+        states = ("sending", "submitted") if include_submitted else ("sending",)
+        with translated_errors("outbox", self.path):
+            if not self._anything_due(now, states):
+                return []  # the common idle case takes no write lock
         with translated_errors("outbox", self.path), transaction(self._connection):
             self._expire_leases(now)
-            rows = self._connection.execute(
-                """
-                SELECT item_id FROM items AS head
-                WHERE head.state IN ('ready', 'submitted') AND head.next_attempt_at <= ?
-                  AND head.lease_owner IS NULL
-                  AND NOT EXISTS (
-                      SELECT 1 FROM items AS earlier
-                      WHERE earlier.session_id = head.session_id
-                        AND earlier.seq < head.seq
-                        AND earlier.state IN ('ready', 'leased', 'submitted')
-                  )
-                ORDER BY head.next_attempt_at, head.seq
-                LIMIT ?
-                """,
-                (now, limit),
-            ).fetchall()
-            ids = [row["item_id"] for row in rows]
-            if not ids:
+            # At most one batch per session in flight: a revived dead batch may be open next
+            # to a later one of the same session, and two appends to one document must not race.
+            busy = {
+                row[0]
+                for row in self._connection.execute(
+                    "SELECT session_id FROM batches WHERE lease_owner IS NOT NULL"
+                )
+            }
+            batch_ids: list[str] = []
+            for batch_id, session_id in self._connection.execute(
+                "SELECT batch_id, session_id FROM batches "  # noqa: S608 - placeholders only
+                f"WHERE state IN ({_placeholders(states)}) AND lease_owner IS NULL "
+                "AND next_attempt_at <= ? ORDER BY next_attempt_at, seq",
+                (*states, now),
+            ):
+                if len(batch_ids) == limit:
+                    break
+                if session_id not in busy:
+                    busy.add(session_id)
+                    batch_ids.append(batch_id)
+            if len(batch_ids) < limit:
+                batch_ids += self._compose(now, limit - len(batch_ids), max_items, max_bytes)
+            if not batch_ids:
                 return []
-            placeholders = ",".join("?" for _ in ids)
-            claimed = self._connection.execute(
-                f"UPDATE items SET lease_owner = ?, lease_expires_at = ?, updated_at = ?, "  # noqa: S608 - placeholders only
-                f"state = CASE state WHEN 'ready' THEN 'leased' ELSE state END "
-                f"WHERE item_id IN ({placeholders}) RETURNING *",
-                (owner, now + self.lease_s, now, *ids),
-            ).fetchall()
-        return [self._item(row) for row in sorted(claimed, key=lambda row: row["seq"])]
-
-    def _finish(self, item_id: str, owner: str, sql: str, params: Sequence[object]) -> bool:
-        with translated_errors("outbox", self.path), transaction(self._connection):
-            cursor = self._connection.execute(
-                f"{sql}, lease_owner = NULL, lease_expires_at = NULL, updated_at = ? "
-                "WHERE item_id = ? AND lease_owner = ?",
-                (*params, time.time(), item_id, owner),
+            self._connection.execute(
+                f"UPDATE batches SET lease_owner = ?, lease_expires_at = ?, updated_at = ? "  # noqa: S608 - placeholders only
+                f"WHERE batch_id IN ({_placeholders(batch_ids)})",
+                (owner, now + self.lease_s, now, *batch_ids),
             )
-        return cursor.rowcount == 1
+            return self._batches(batch_ids)
 
-    def mark_submitted(
-        self, item_id: str, owner: str, server_operation_id: str | None, *, poll_in_s: float
+    def _anything_due(self, now: float, states: Sequence[str]) -> bool:
+        """A read (no lock under WAL): is there a ready item, a due batch or an expired lease?"""
+        row = self._connection.execute(
+            "SELECT EXISTS (SELECT 1 FROM items WHERE state = 'ready') OR EXISTS ("  # noqa: S608 - placeholders only
+            f"SELECT 1 FROM batches WHERE state IN ({_placeholders(states)}) AND "
+            "((lease_owner IS NULL AND next_attempt_at <= ?) OR lease_expires_at < ?))",
+            (*states, now, now),
+        ).fetchone()
+        return bool(row[0])
+
+    def _compose(self, now: float, limit: int, max_items: int, max_bytes: int) -> list[str]:
+        """New batches for sessions that have ready items and no open batch (oldest first)."""
+        heads = self._connection.execute(
+            "SELECT session_id FROM items WHERE state = 'ready' AND session_id NOT IN "
+            "(SELECT session_id FROM batches WHERE state IN ('sending', 'submitted')) "
+            "GROUP BY session_id ORDER BY min(seq) LIMIT ?",
+            (limit,),
+        ).fetchall()
+        created: list[str] = []
+        for (session_id,) in heads:
+            rows = self._connection.execute(
+                "SELECT item_id, bank_id, payload, payload_bytes FROM items "
+                "WHERE session_id = ? AND state = 'ready' ORDER BY seq LIMIT ?",
+                (session_id, max_items),
+            ).fetchall()
+            members = [rows[0]["item_id"]]
+            size = rows[0]["payload_bytes"]
+            key = _merge_key(json.loads(rows[0]["payload"]))
+            for row in rows[1:]:
+                size += row["payload_bytes"]
+                if (
+                    size > max_bytes
+                    or row["bank_id"] != rows[0]["bank_id"]
+                    or _merge_key(json.loads(row["payload"])) != key
+                ):
+                    break
+                members.append(row["item_id"])
+            batch_id = new_id()
+            self._connection.execute(
+                "INSERT INTO batches (batch_id, session_id, bank_id, state, next_attempt_at, "
+                "created_at, updated_at) VALUES (?, ?, ?, 'sending', ?, ?, ?)",
+                (batch_id, session_id, rows[0]["bank_id"], now, now, now),
+            )
+            self._connection.execute(
+                f"UPDATE items SET state = 'sending', batch_id = ?, updated_at = ? "  # noqa: S608 - placeholders only
+                f"WHERE item_id IN ({_placeholders(members)})",
+                (batch_id, now, *members),
+            )
+            created.append(batch_id)
+        return created
+
+    def _batches(self, batch_ids: Sequence[str]) -> list[Batch]:
+        marks = _placeholders(batch_ids)
+        rows = self._connection.execute(
+            f"SELECT * FROM batches WHERE batch_id IN ({marks}) ORDER BY seq",  # noqa: S608 - placeholders only
+            tuple(batch_ids),
+        ).fetchall()
+        members: dict[str, list[OutboxItem]] = {}
+        for row in self._connection.execute(
+            f"SELECT * FROM items WHERE batch_id IN ({marks}) ORDER BY seq",  # noqa: S608 - placeholders only
+            tuple(batch_ids),
+        ):
+            members.setdefault(row["batch_id"], []).append(_item(row))
+        return [
+            Batch(
+                batch_id=row["batch_id"],
+                session_id=row["session_id"],
+                bank_id=row["bank_id"],
+                state=row["state"],
+                generation=row["generation"],
+                attempts=row["attempts"],
+                failures=row["failures"],
+                server_operation_id=row["server_operation_id"],
+                last_error=row["last_error"],
+                items=tuple(members.get(row["batch_id"], ())),
+            )
+            for row in rows
+        ]
+
+    # -- transitions (each reports whether the lease holder's row changed) -----------------
+
+    def _transition(
+        self,
+        batch_id: str,
+        owner: str,
+        batch_sql: str,
+        params: Sequence[object],
+        *,
+        item_state: ItemState | None,
+        error: str | None = None,
+        keep_lease: bool = False,
     ) -> bool:
-        """Hindsight accepted the retain; poll its operation from ``poll_in_s`` on."""
-        return self._finish(
-            item_id,
+        now = time.time()
+        lease = (
+            "lease_expires_at = ?" if keep_lease else "lease_owner = NULL, lease_expires_at = NULL"
+        )
+        lease_params: tuple[object, ...] = (now + self.lease_s,) if keep_lease else ()
+        with translated_errors("outbox", self.path), transaction(self._connection):
+            changed = self._connection.execute(
+                f"UPDATE batches SET {batch_sql}, {lease}, updated_at = ? "  # noqa: S608 - our own SQL fragments
+                "WHERE batch_id = ? AND lease_owner = ?",
+                (*params, *lease_params, now, batch_id, owner),
+            ).rowcount
+            if changed and item_state is not None:
+                self._connection.execute(
+                    "UPDATE items SET state = ?, last_error = ?, updated_at = ? WHERE batch_id = ?",
+                    (item_state, error, now, batch_id),
+                )
+        return changed == 1
+
+    def mark_submitted(self, batch_id: str, owner: str, server_operation_id: str) -> bool:
+        """Hindsight accepted the batch; the lease is kept (and renewed) to follow it."""
+        return self._transition(
+            batch_id,
             owner,
-            "UPDATE items SET state = 'submitted', server_operation_id = ?, "
-            "attempts = attempts + 1, last_error = NULL, next_attempt_at = ?",
-            (server_operation_id, time.time() + poll_in_s),
+            "state = 'submitted', server_operation_id = ?, attempts = attempts + 1, "
+            "last_error = NULL",
+            (server_operation_id,),
+            item_state="submitted",
+            keep_lease=True,
         )
 
-    def mark_done(self, item_id: str, owner: str) -> bool:
-        return self._finish(
-            item_id, owner, "UPDATE items SET state = 'done', last_error = NULL", ()
+    def renew(self, batch_id: str, owner: str) -> bool:
+        """Extend the lease while following a long operation."""
+        return self._transition(
+            batch_id, owner, "state = state", (), item_state=None, keep_lease=True
         )
 
-    def poll_later(self, item_id: str, owner: str, *, delay_s: float) -> bool:
-        """A submitted operation is still running: look again later (keeps ``submitted``)."""
-        return self._finish(
-            item_id, owner, "UPDATE items SET next_attempt_at = ?", (time.time() + delay_s,)
+    def mark_done(self, batch_id: str, owner: str) -> bool:
+        return self._transition(
+            batch_id, owner, "state = 'done', last_error = NULL", (), item_state="done"
         )
 
     def retry_later(
-        self, item_id: str, owner: str, *, error: str, delay_s: float, new_generation: bool = False
+        self,
+        batch_id: str,
+        owner: str,
+        *,
+        error: str,
+        delay_s: float,
+        new_generation: bool = False,
+        failure: bool = False,
     ) -> bool:
-        """Back to ``ready``. ``new_generation`` after Hindsight reported the operation *failed*:
-        replaying the same ``operation_id`` would just return the failed operation again."""
-        return self._finish(
-            item_id,
+        """Back to ``sending`` after ``delay_s``, same composition. ``new_generation`` (after a
+        failed operation) switches to the next idempotency key; ``failure`` counts the attempt
+        against the dead-letter budget (server failures do, transport errors and 429 do not)."""
+        return self._transition(
+            batch_id,
             owner,
-            "UPDATE items SET state = 'ready', attempts = attempts + 1, last_error = ?, "
-            "next_attempt_at = ?, server_operation_id = NULL, generation = generation + ?",
-            (error, time.time() + delay_s, 1 if new_generation else 0),
+            "state = 'sending', attempts = attempts + 1, last_error = ?, next_attempt_at = ?, "
+            "server_operation_id = CASE WHEN ? THEN NULL ELSE server_operation_id END, "
+            "generation = generation + ?, failures = failures + ?",
+            (error, time.time() + delay_s, new_generation, int(new_generation), int(failure)),
+            item_state="sending",
+            error=error,
         )
 
-    def dead_letter(self, item_id: str, owner: str, *, error: str) -> bool:
-        return self._finish(
-            item_id,
+    def poll_later(self, batch_id: str, owner: str, *, error: str, delay_s: float) -> bool:
+        """An accepted batch could not be confirmed now (e.g. Hindsight unreachable): look again
+        after ``delay_s``, keeping its state and operation id."""
+        return self._transition(
+            batch_id,
             owner,
-            "UPDATE items SET state = 'dead', attempts = attempts + 1, last_error = ?",
+            "last_error = ?, next_attempt_at = ?",
+            (error, time.time() + delay_s),
+            item_state=None,
+        )
+
+    def dead_letter(self, batch_id: str, owner: str, *, error: str) -> bool:
+        """Give up on a batch that can never succeed; the reason stays with every item."""
+        return self._transition(
+            batch_id,
+            owner,
+            "state = 'dead', attempts = attempts + 1, last_error = ?",
             (error,),
+            item_state="dead",
+            error=error,
         )
 
-    def release(self, item_id: str, owner: str) -> bool:
-        """Give a claimed item back untouched (e.g. on shutdown before it was sent)."""
-        return self._finish(
-            item_id,
-            owner,
-            "UPDATE items SET state = CASE state WHEN 'leased' THEN 'ready' ELSE state END",
-            (),
-        )
+    def release(self, batch_id: str, owner: str) -> bool:
+        """Give a claimed batch back untouched (its state and key stay)."""
+        return self._transition(batch_id, owner, "state = state", (), item_state=None)
+
+    # -- operations ------------------------------------------------------------------------
+
+    def retry_dead(self, item_ids: Sequence[str] | None = None) -> int:
+        """Re-open dead batches (all, or those holding ``item_ids``); returns items revived.
+
+        A batch keeps its composition and idempotency key, so retrying something Hindsight did
+        store in fact stores nothing twice."""
+        now = time.time()
+        with translated_errors("outbox", self.path), transaction(self._connection):
+            if item_ids:
+                batch_ids = [
+                    row[0]
+                    for row in self._connection.execute(
+                        f"SELECT DISTINCT batch_id FROM items WHERE state = 'dead' "  # noqa: S608 - placeholders only
+                        f"AND (item_id IN ({_placeholders(item_ids)}) OR batch_id IN "
+                        f"({_placeholders(item_ids)}))",
+                        (*item_ids, *item_ids),
+                    )
+                ]
+            else:
+                batch_ids = [
+                    row[0]
+                    for row in self._connection.execute(
+                        "SELECT batch_id FROM batches WHERE state = 'dead'"
+                    )
+                ]
+            if not batch_ids:
+                return 0
+            marks = _placeholders(batch_ids)
+            self._connection.execute(
+                f"UPDATE batches SET state = 'sending', failures = 0, next_attempt_at = ?, "  # noqa: S608 - placeholders only
+                f"lease_owner = NULL, lease_expires_at = NULL, updated_at = ? "
+                f"WHERE batch_id IN ({marks})",
+                (now, now, *batch_ids),
+            )
+            return self._connection.execute(
+                f"UPDATE items SET state = 'sending', updated_at = ? "  # noqa: S608 - placeholders only
+                f"WHERE state = 'dead' AND batch_id IN ({marks})",
+                (now, *batch_ids),
+            ).rowcount
+
+    def purge(
+        self,
+        states: Sequence[ItemState],
+        *,
+        older_than_s: float | None = None,
+        dry_run: bool = False,
+    ) -> PurgeResult:
+        """Delete items in ``states`` last changed at least ``older_than_s`` ago (and batches
+        left without items). The caller decides whether unfinished states may be purged; this
+        method does what it is told. ``dry_run`` only counts the items."""
+        if not states:
+            return PurgeResult(0, 0)
+        cutoff = time.time() - (older_than_s or 0.0)
+        with translated_errors("outbox", self.path), transaction(self._connection):
+            if dry_run:
+                counted = self._connection.execute(
+                    f"SELECT count(*) FROM items WHERE state IN ({_placeholders(states)}) "  # noqa: S608 - placeholders only
+                    "AND updated_at <= ?",
+                    (*states, cutoff),
+                ).fetchone()[0]
+                return PurgeResult(int(counted), 0)
+            items = self._connection.execute(
+                f"DELETE FROM items WHERE state IN ({_placeholders(states)}) "  # noqa: S608 - placeholders only
+                "AND updated_at <= ?",
+                (*states, cutoff),
+            ).rowcount
+            batches = self._connection.execute(
+                "DELETE FROM batches WHERE NOT EXISTS "
+                "(SELECT 1 FROM items WHERE items.batch_id = batches.batch_id)"
+            ).rowcount
+        return PurgeResult(items, batches)
+
+    # -- reading ---------------------------------------------------------------------------
 
     def health(self) -> OutboxHealth:
         with translated_errors("outbox", self.path):
@@ -274,41 +565,54 @@ class Outbox:
                 ).fetchall()
             )
             oldest = self._connection.execute(
-                "SELECT min(created_at) FROM items WHERE state IN ('ready', 'leased', 'submitted')"
+                "SELECT min(created_at) FROM items WHERE state IN ('ready', 'sending', 'submitted')"
             ).fetchone()[0]
             last_error = self._connection.execute(
-                "SELECT last_error FROM items WHERE last_error IS NOT NULL "
-                "ORDER BY updated_at DESC LIMIT 1"
+                "SELECT last_error, updated_at FROM batches WHERE last_error IS NOT NULL "
+                "AND state != 'done' ORDER BY updated_at DESC LIMIT 1"
             ).fetchone()
         return OutboxHealth(
-            pending=counts.get("ready", 0) + counts.get("leased", 0),
+            pending=counts.get("ready", 0) + counts.get("sending", 0),
             submitted=counts.get("submitted", 0),
             dead=counts.get("dead", 0),
             done=counts.get("done", 0),
             oldest_pending_age_s=None if oldest is None else max(0.0, time.time() - oldest),
             last_error=None if last_error is None else last_error[0],
+            last_error_at=None if last_error is None else last_error[1],
         )
 
     def items(
-        self, *, states: Sequence[ItemState] | None = None, limit: int = 100
+        self,
+        *,
+        states: Sequence[ItemState] | None = None,
+        session_id: str | None = None,
+        limit: int = 100,
     ) -> list[OutboxItem]:
+        clauses: list[str] = []
+        params: list[object] = []
+        if states:
+            clauses.append(f"state IN ({_placeholders(states)})")
+            params.extend(states)
+        if session_id is not None:
+            clauses.append("session_id = ?")
+            params.append(session_id)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         with translated_errors("outbox", self.path):
-            if states:
-                placeholders = ",".join("?" for _ in states)
-                rows = self._connection.execute(
-                    f"SELECT * FROM items WHERE state IN ({placeholders}) ORDER BY seq LIMIT ?",  # noqa: S608 - placeholders only
-                    (*states, limit),
-                ).fetchall()
-            else:
-                rows = self._connection.execute(
-                    "SELECT * FROM items ORDER BY seq LIMIT ?", (limit,)
-                ).fetchall()
-        return [self._item(row) for row in rows]
+            rows = self._connection.execute(
+                f"SELECT * FROM items {where} ORDER BY seq LIMIT ?",  # noqa: S608 - placeholders only
+                (*params, limit),
+            ).fetchall()
+        return [_item(row) for row in rows]
+
+    def batch(self, batch_id: str) -> Batch | None:
+        with translated_errors("outbox", self.path):
+            found = self._batches([batch_id])
+        return found[0] if found else None
 
     def unfinished_count(self) -> int:
         with translated_errors("outbox", self.path):
             return int(
                 self._connection.execute(
-                    "SELECT count(*) FROM items WHERE state IN ('ready', 'leased', 'submitted')"
+                    "SELECT count(*) FROM items WHERE state IN ('ready', 'sending', 'submitted')"
                 ).fetchone()[0]
             )

@@ -42,6 +42,9 @@ class StoreSchema:
 
     application_id: int  # PRAGMA application_id: tells our files from foreign ones
     migrations: Sequence[Migration]
+    # ``PRAGMA auto_vacuum = INCREMENTAL`` for a new file (it can only be chosen before the first
+    # table exists). Stores with a size cap use it to give freed pages back to the filesystem.
+    incremental_vacuum: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,12 +66,12 @@ def new_id() -> str:
     return str(uuid.UUID(bytes=bytes(raw)))
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _connect(path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
     connection = sqlite3.connect(
-        path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
     )
     connection.row_factory = sqlite3.Row
-    connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     return connection
 
 
@@ -121,11 +124,33 @@ def _statements(sql: str) -> list[str]:
     return [part.strip() for part in sql.split(";\n") if part.strip()]
 
 
-def open_store(path: Path, schema: StoreSchema) -> tuple[sqlite3.Connection, SetAside | None]:
+def _is_blank(connection: sqlite3.Connection) -> bool:
+    return bool(
+        connection.execute("PRAGMA user_version").fetchone()[0] == 0
+        and connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+    )
+
+
+def open_store(
+    path: Path, schema: StoreSchema, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS
+) -> tuple[sqlite3.Connection, SetAside | None]:
     """Open (creating or migrating) a store; set aside a damaged or foreign file first.
 
-    Returns the connection and, when a file had to be set aside, what happened to it.
+    Returns the connection and, when a file had to be set aside, what happened to it. A file or
+    directory that cannot be created, read or written raises :class:`StateError`.
     """
+    try:
+        return _open_store(path, schema, busy_timeout_ms)
+    except OSError as error:
+        raise StateError(
+            f"cannot open {path}: {error.strerror or error}",
+            hint=f"check that {path.parent} is a writable directory owned by you",
+        ) from error
+
+
+def _open_store(
+    path: Path, schema: StoreSchema, busy_timeout_ms: int
+) -> tuple[sqlite3.Connection, SetAside | None]:
     ensure_private_dir(path.parent)
     set_aside: SetAside | None = None
     for attempt in range(2):
@@ -136,9 +161,12 @@ def open_store(path: Path, schema: StoreSchema) -> tuple[sqlite3.Connection, Set
             os.close(fd)
         path.chmod(0o600)
         try:
-            connection = _connect(path)
+            connection = _connect(path, busy_timeout_ms)
             try:
                 _check_ours(connection, schema)
+                if schema.incremental_vacuum and _is_blank(connection):
+                    # Must precede WAL and the first table: it is fixed once the file has content.
+                    connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
                 connection.execute("PRAGMA journal_mode = WAL")
                 connection.execute("PRAGMA synchronous = NORMAL")
                 connection.execute("PRAGMA foreign_keys = ON")
@@ -182,8 +210,11 @@ def transaction(connection: sqlite3.Connection, *, immediate: bool = True) -> It
 
 @contextlib.contextmanager
 def translated_errors(store: str, path: Path) -> Iterator[None]:
-    """Translate ``sqlite3`` errors raised inside the block into StateError naming the store."""
+    """Translate ``sqlite3`` errors raised inside the block into StateError naming the store.
+
+    Every ``sqlite3.Error`` is translated, including ``ProgrammingError`` (a closed connection).
+    """
     try:
         yield
-    except sqlite3.DatabaseError as error:
+    except sqlite3.Error as error:
         raise StateError(f"{store} store {path}: {error}") from error

@@ -1,0 +1,426 @@
+"""``pi-hindsight evidence …``: what memory each request got, and how far it went."""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
+from pi_hindsight.config import load_config
+from pi_hindsight.errors import StateError
+from pi_hindsight.paths import pi_agent_dir
+from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME, OUTCOMES, EvidenceLedger
+from pi_hindsight.stores.evidence_explain import Explanation, explain
+from pi_hindsight.stores.evidence_legacy import MigrationNoSpace, MigrationReport, migrate_file
+from pi_hindsight.stores.evidence_schema import (
+    EvidenceRecord,
+    EvidenceStats,
+    LegacySource,
+    format_bytes,
+    iso,
+)
+
+_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
+
+
+def _ledger(state_dir: Path | None) -> EvidenceLedger:
+    """Open (creating if needed) the ledger with the configured retention and cap."""
+    directory = resolve_state_dir(state_dir)
+    settings = load_config(directory).settings.evidence
+    return EvidenceLedger(
+        directory, retention_days=settings.retention_days, cap_bytes=settings.cap_bytes
+    )
+
+
+def _open(state_dir: Path | None) -> EvidenceLedger | None:
+    """The ledger for a read command, or None when none was ever written (nothing is created)."""
+    if not (resolve_state_dir(state_dir) / EVIDENCE_FILE_NAME).exists():
+        return None
+    return _ledger(state_dir)
+
+
+def _missing(state_dir: Path | None, as_json: bool) -> None:
+    path = resolve_state_dir(state_dir) / EVIDENCE_FILE_NAME
+    if as_json:
+        echo_json({"path": str(path), "exists": False})
+    else:
+        click.echo(f"no evidence recorded yet ({path} does not exist)")
+
+
+def _since(text: str | None) -> float | None:
+    """``2d``, ``12h``, ``30m`` ago, or an ISO date/time (UTC unless it says otherwise)."""
+    if text is None:
+        return None
+    match = _SINCE.match(text)
+    if match:
+        return time.time() - float(match.group(1)) * _UNIT_S[match.group(2)]
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as error:
+        raise click.BadParameter(f"{text!r}: use 2d, 12h, 30m or an ISO date/time") from error
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def _flag(value: bool | None) -> str:
+    return "?" if value is None else ("yes" if value else "no")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:g} ms"
+
+
+def _when(timestamp: float | None) -> str:
+    text = iso(timestamp)
+    return "-" if text is None else text[:19].replace("T", " ")
+
+
+@click.group()
+def evidence() -> None:
+    """The evidence ledger: per request, the memory prepared, attached and confirmed."""
+
+
+@evidence.command()
+@state_dir_option
+def path(state_dir: Path | None) -> None:
+    """Print where evidence.sqlite is (it may not exist yet)."""
+    click.echo(str(resolve_state_dir(state_dir) / EVIDENCE_FILE_NAME))
+
+
+def _print_stats(stats: EvidenceStats, enabled: bool) -> None:
+    click.echo(f"path:       {stats.path}")
+    if not enabled:
+        click.echo("recording:  OFF (evidence.enabled is false); existing records are kept")
+    by_outcome = stats.by_outcome or {}
+    outcomes = ", ".join(f"{name} {count}" for name, count in sorted(by_outcome.items()))
+    click.echo(f"records:    {stats.records}" + (f" ({outcomes})" if outcomes else ""))
+    for label, counts in (
+        ("attached", stats.delivered_attached or {}),
+        ("confirmed", stats.delivered_confirmed or {}),
+    ):
+        click.echo(
+            f"  delivered and {label}: yes {counts['true']}, no {counts['false']}, "
+            f"unknown {counts['unknown']}"
+        )
+    click.echo(f"span:       {_when(stats.oldest_at)} … {_when(stats.newest_at)} (UTC)")
+    click.echo(
+        f"size:       {format_bytes(stats.disk_bytes)} on disk (main + WAL), "
+        f"{format_bytes(stats.used_bytes)} in use, of {format_bytes(stats.budget_bytes)} "
+        f"available under the {format_bytes(stats.cap_bytes)} cap"
+    )
+    click.echo(f"retention:  {stats.retention_note}")
+    if stats.legacy_sources:
+        click.echo(
+            f"legacy:     {len(stats.legacy_sources)} file(s), originals "
+            f"{format_bytes(stats.legacy_bytes)} (kept; they count against the cap)"
+        )
+        for source in stats.legacy_sources:
+            state = "complete" if source.completed_at else f"next line {source.next_line + 1}"
+            click.echo(f"  {source.path}: {source.imported} imported, {state}")
+    for problem in stats.problems:
+        click.echo(f"problem:    {problem}")
+
+
+@evidence.command()
+@state_dir_option
+@json_option
+def stats(state_dir: Path | None, as_json: bool) -> None:
+    """Counts, size on disk, the cap and the retention in force (and whether the cap cut it)."""
+    ledger = _open(state_dir)
+    if ledger is None:
+        _missing(state_dir, as_json)
+        return
+    try:
+        data = ledger.stats()
+    finally:
+        ledger.close()
+    enabled = load_config(resolve_state_dir(state_dir)).settings.evidence.enabled
+    if as_json:
+        echo_json({**data.to_json(), "enabled": enabled})
+    else:
+        _print_stats(data, enabled)
+
+
+evidence.add_command(
+    click.Command(
+        "status",
+        callback=stats.callback,
+        params=stats.params,
+        help="Same as `stats` (every store has a status command).",
+    )
+)
+
+
+def _list_line(record: EvidenceRecord) -> str:
+    if record.outcome == "delivered":
+        tail = (
+            f"{record.record_count} rec, attached {_flag(record.attached)}, "
+            f"confirmed {_flag(record.confirmed)}"
+        )
+    else:
+        tail = (record.reason or "")[:60]
+    return (
+        f"{_when(record.prepared_at)}  {record.request_id}  {record.outcome:<19}  "
+        f"{record.scope_id or '-'}  {tail}"
+    ).rstrip()
+
+
+@evidence.command("list")
+@click.option("--scope", help="Only this scope id.")
+@click.option("--session", help="Only this Pi session id.")
+@click.option("--since", help="Only since: 2d, 12h, 30m, or an ISO date/time.")
+@click.option("--outcome", type=click.Choice(OUTCOMES), help="Only this outcome.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option("--before", metavar="CURSOR", help="The cursor a previous page printed.")
+@state_dir_option
+@json_option
+def list_(
+    scope: str | None,
+    session: str | None,
+    since: str | None,
+    outcome: str | None,
+    limit: int,
+    before: str | None,
+    state_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """Requests, newest first (metadata only; `show` prints a body)."""
+    ledger = _open(state_dir)
+    if ledger is None:
+        _missing(state_dir, as_json)
+        return
+    try:
+        page = ledger.list(
+            scope=scope,
+            session=session,
+            since=_since(since),
+            outcome=outcome,  # type: ignore[arg-type]  # click.Choice(OUTCOMES) checked it
+            limit=limit,
+            before=before,
+        )
+    finally:
+        ledger.close()
+    if as_json:
+        echo_json({"records": [r.to_json() for r in page.records], "nextCursor": page.next_cursor})
+        return
+    if not page.records:
+        click.echo("no matching evidence")
+    for record in page.records:
+        click.echo(_list_line(record))
+    if page.next_cursor:
+        click.echo(f"more: add --before {page.next_cursor}")
+
+
+def _resolve(ledger: EvidenceLedger, request_id: str) -> str:
+    full = ledger.resolve_id(request_id)
+    if full is None:
+        raise StateError(
+            f"no evidence for request {request_id}",
+            hint="`pi-hindsight evidence list` shows the recorded ids (a unique prefix of 8+ "
+            "characters is enough); older records may have expired",
+        )
+    return full
+
+
+def _print_record(record: EvidenceRecord) -> None:
+    rows: list[tuple[str, Any]] = [
+        ("request", record.request_id),
+        (
+            "prepared",
+            f"{iso(record.prepared_at)} — {record.outcome}"
+            + (f" ({record.reason})" if record.reason else ""),
+        ),
+        ("scope", f"{record.scope_id or '-'}  banks {', '.join(record.bank_ids) or '-'}"),
+        ("session", f"{record.session_id or '-'}  entry {record.entry_id or '-'}"),
+        ("session file", record.session_file or "-"),
+        (
+            "records",
+            f"{record.record_count} delivered, {record.omitted} omitted by the budget"
+            + (f", ~{record.tokens} tokens" if record.tokens is not None else ""),
+        ),
+        ("record ids", ", ".join(record.record_ids) or "-"),
+        ("timings", f"recall {_ms(record.recall_ms)}, total {_ms(record.total_ms)}"),
+        ("attached", f"{_flag(record.attached)}  {iso(record.attached_at) or ''}".rstrip()),
+        (
+            "confirmed",
+            f"{_flag(record.confirmed)}  {iso(record.confirmed_at) or ''}"
+            + (
+                f" payload {record.payload_bytes} bytes" if record.payload_bytes is not None else ""
+            ),
+        ),
+    ]
+    if record.memo is not None:
+        rows.append(("memo", f"{record.memo.memo_id} refreshed {record.memo.refreshed_at or '?'}"))
+    if record.source != "live":
+        rows.append(("source", record.source))
+    if record.meta:
+        rows.append(("metadata", ", ".join(f"{k}={v}" for k, v in record.meta.items())[:300]))
+    for label, value in rows:
+        click.echo(f"{label + ':':<14}{value}")
+
+
+@evidence.command()
+@click.argument("request_id")
+@click.option("--no-body", is_flag=True, help="Leave the delivered memory out.")
+@state_dir_option
+@json_option
+def show(request_id: str, no_body: bool, state_dir: Path | None, as_json: bool) -> None:
+    """One request: states, timings, record ids, and the memory body delivered."""
+    ledger = _open(state_dir)
+    if ledger is None:
+        _missing(state_dir, as_json)
+        return
+    try:
+        detail = ledger.show(_resolve(ledger, request_id))
+    finally:
+        ledger.close()
+    if detail is None:  # expired between the two calls
+        raise StateError(f"no evidence for request {request_id}")
+    if as_json:
+        data = detail.to_json()
+        if no_body:
+            data.pop("body")
+        echo_json(data)
+        return
+    _print_record(detail.record)
+    if not no_body:
+        click.echo("── delivered memory ──")
+        click.echo(detail.body if detail.body is not None else "(nothing was delivered)")
+
+
+def _print_explanation(result: Explanation) -> None:
+    record = result.detail.record
+    _print_record(record)
+    click.echo("")
+    click.echo(f"reading: {result.diagnosis.reading} — {result.diagnosis.summary}")
+    for note in result.diagnosis.notes:
+        click.echo(f"  note: {note}")
+    click.echo("")
+    click.echo(f"session file: {result.session_file or '-'}")
+    if result.session_problem:
+        click.echo(f"  ({result.session_problem}; the conversation cannot be shown)")
+    trace = result.trace
+    if trace is not None:
+        user = trace.user_entry
+        click.echo(f"── user message (entry {user.entry_id if user else '?'}) ──")
+        click.echo(user.text if user else "(not found in this session file)")
+    click.echo("── delivered memory (as recorded) ──")
+    click.echo(result.detail.body if result.detail.body is not None else "(nothing was delivered)")
+    if trace is not None and trace.memory_entry is not None:
+        verdict = {
+            True: "identical to the recorded body",
+            False: "DIFFERS from the recorded body",
+            None: "no recorded body to compare",
+        }[result.body_matches_session]
+        click.echo(
+            f"── hidden message in the session (entry {trace.memory_entry.entry_id}): {verdict}"
+        )
+    if trace is not None:
+        click.echo("── reply ──")
+        if not trace.replies:
+            click.echo("(no reply entries after this request)")
+        for entry in trace.replies:
+            label = entry.role or entry.kind
+            click.echo(f"[{label} {entry.entry_id}] {entry.text}")
+
+
+@evidence.command("explain")
+@click.argument("request_id")
+@click.option(
+    "--session-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Read the conversation from this Pi session file (default: the one recorded).",
+)
+@state_dir_option
+@json_option
+def explain_(
+    request_id: str, session_file: Path | None, state_dir: Path | None, as_json: bool
+) -> None:
+    """Put a request's delivered memory next to its conversation in Pi's session file, to tell
+    a search miss from a delivery exclusion from an answer that ignored memory (no scoring)."""
+    ledger = _open(state_dir)
+    if ledger is None:
+        _missing(state_dir, as_json)
+        return
+    try:
+        detail = ledger.show(_resolve(ledger, request_id))
+    finally:
+        ledger.close()
+    if detail is None:
+        raise StateError(f"no evidence for request {request_id}")
+    result = explain(detail, session_file=session_file, agent_dir=pi_agent_dir())
+    if as_json:
+        echo_json(result.to_json())
+    else:
+        _print_explanation(result)
+
+
+def _report_line(report: MigrationReport) -> str:
+    totals = report.totals
+    parts = [f"imported {report.imported}"]
+    if report.duplicates:
+        parts.append(f"{report.duplicates} already present")
+    if totals.skipped:
+        reasons = "; ".join(f"{why}: {n}" for why, n in totals.skipped.items())
+        parts.append(f"skipped {sum(totals.skipped.values())} ({reasons})")
+    if totals.bad:
+        lines = "; ".join(f"line {line}: {why}" for line, why in totals.bad_lines[:10])
+        more = ", …" if totals.bad > min(10, len(totals.bad_lines)) else ""
+        parts.append(f"bad {totals.bad} ({lines}{more})")
+    state = "complete" if report.complete else f"stopped before line {report.next_line + 1}"
+    if report.pending_tail:
+        state += "; an unfinished last line was left for a later run"
+    resumed = f" (resumed at line {report.resumed_at_line + 1})" if report.resumed_at_line else ""
+    return f"{report.path}{resumed}: {', '.join(parts)} — {state}"
+
+
+@evidence.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@state_dir_option
+@json_option
+def migrate(paths: tuple[Path, ...], state_dir: Path | None, as_json: bool) -> None:
+    """Import legacy JSONL evidence (resumable; originals are kept and count against the cap).
+
+    Accepts the documented pi-hindsight v1 line format, abix5/pi-hindsight's log.jsonl and
+    luxus/pi-hindsight's last-recall snapshots (see docs/evidence.md). Run it again after an
+    interruption: it continues after the last committed line.
+    """
+    ledger = _ledger(state_dir)
+    reports: list[dict[str, Any]] = []
+    failed = False
+
+    def progress(source: LegacySource) -> None:
+        if not as_json:
+            click.echo(f"  … {source.path}: line {source.next_line}", err=True)
+
+    try:
+        for path in paths:
+            try:
+                report = migrate_file(ledger, path, progress=progress)
+            except MigrationNoSpace as error:
+                reports.append({**error.report.to_json(), "error": error.describe()})
+                if not as_json:
+                    click.echo(_report_line(error.report))
+                    click.echo(f"error: {error.describe()}", err=True)
+                failed = True
+                break  # the cap is full: the other files would stop as well
+            except StateError as error:
+                reports.append({"path": str(path), "error": error.describe()})
+                if not as_json:
+                    click.echo(f"{path}: error: {error.describe()}", err=True)
+                failed = True
+                continue
+            reports.append(report.to_json())
+            if not as_json:
+                click.echo(_report_line(report))
+    finally:
+        ledger.close()
+    if as_json:
+        echo_json({"reports": reports, "ok": not failed})
+    if failed:
+        raise SystemExit(1)

@@ -1,0 +1,92 @@
+"""The startup memo (R-MEMO-1..3): the scope's Hindsight mental model.
+
+Hindsight generates and refreshes it (created with the scope's exact tags, refreshed after
+consolidation); the layer only fetches it, delivers it with the first request of a session and
+again only after it changed, and never lets a missing, stale or failing memo block recall.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from pi_hindsight.backend.records import MemoryBackend, MentalModel
+from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, Scope
+
+MEMO_SOURCE_QUERY = (
+    "What should an engineer know before working on this project? The conventions and rules in "
+    "force, the premises and architecture, recent decisions and the reasons for them, open "
+    "problems, and how the user likes to work here."
+)
+MEMO_MAX_TOKENS = 1024
+CACHE_SECONDS = 30.0
+
+MemoStatus = Literal["ready", "empty", "created", "failed", "disabled"]
+
+
+def memo_id(scope: Scope) -> str:
+    """A stable id per bank and scope (mental model ids: lowercase letters, digits, hyphens)."""
+    digest = hashlib.sha256(f"{scope.bank_id}\0{scope.scope_id}".encode()).hexdigest()[:24]
+    return f"pi-memo-{digest}"
+
+
+def memo_trigger() -> dict[str, object]:
+    """Refresh after consolidation, in delta mode, over exactly the scope's tags."""
+    return {
+        "refresh_after_consolidation": True,
+        "mode": "delta",
+        "tags_match": SCOPE_TAGS_MATCH,
+        "min_refresh_interval_seconds": 60,
+    }
+
+
+@dataclass(frozen=True)
+class MemoState:
+    status: MemoStatus
+    model: MentalModel | None = None
+    operation_id: str | None = None  # when this call created it
+    error: str | None = None
+
+    @property
+    def version(self) -> str | None:
+        """What identifies the memo's content: its refresh time (backend metadata)."""
+        if self.model is None or not self.model.content:
+            return None
+        return self.model.last_refreshed_at or "unknown"
+
+
+class MemoCache:
+    """Fetches the memo, creating it once for a registered scope; caches it briefly."""
+
+    def __init__(self) -> None:
+        self._cached: dict[str, tuple[float, MemoState]] = {}
+
+    def forget(self, scope: Scope) -> None:
+        self._cached.pop(memo_id(scope), None)
+
+    async def get(self, backend: MemoryBackend, scope: Scope, *, timeout: float) -> MemoState:
+        key = memo_id(scope)
+        cached = self._cached.get(key)
+        if cached is not None and time.monotonic() - cached[0] < CACHE_SECONDS:
+            return cached[1]
+        model = await backend.get_mental_model(scope.bank_id, key, timeout=timeout)
+        if model is None:
+            operation_id = await backend.create_mental_model(
+                scope.bank_id,
+                model_id=key,
+                name=f"Startup memo: {scope.scope_id}",
+                source_query=MEMO_SOURCE_QUERY,
+                tags=scope.tags,
+                max_tokens=MEMO_MAX_TOKENS,
+                trigger=memo_trigger(),
+                timeout=timeout,
+            )
+            state = MemoState("created", operation_id=operation_id)
+        elif not model.content:
+            state = MemoState("empty", model=model)
+        else:
+            state = MemoState("ready", model=model)
+        self._cached[key] = (time.monotonic(), state)
+        return state

@@ -1,0 +1,246 @@
+"""The retain worker's reactions to each way Hindsight can answer.
+
+Hindsight's failure modes (failed operations, 429 with Retry-After, 5xx, an operation that
+vanished) cannot be produced on demand with the real server, so these tests put a scripted
+backend at the boundary (the ``MemoryBackend`` protocol, like httpx's MockTransport). The real
+server runs in tests/integration/test_retain_*.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_hindsight.backend.records import (
+    BankMissions,
+    MemoryRecord,
+    OperationState,
+    OperationStatus,
+    RetainAccepted,
+    RetainItem,
+    TagsMatch,
+)
+from pi_hindsight.engine.retain_worker import Backoff, RetainWorker
+from pi_hindsight.errors import (
+    BackendError,
+    BackendRejected,
+    BackendServerError,
+    BackendUnavailable,
+)
+from pi_hindsight.stores.outbox import Outbox
+
+
+class ScriptedHindsight:
+    """Answers retains and operation lookups from scripts; records every retain."""
+
+    base_url = "http://scripted"
+
+    def __init__(self) -> None:
+        self.retain_errors: list[BackendError] = []
+        self.states: list[OperationState] = []  # successive operation lookups; then completed
+        self.failure_message = "LLM exploded"
+        self.retains: list[tuple[str, list[RetainItem]]] = []
+        self.health_errors: list[BackendError] = []
+        self.health_checks = 0
+
+    async def close(self) -> None:
+        return None
+
+    async def health(self, *, timeout: float) -> dict[str, Any]:
+        self.health_checks += 1
+        if self.health_errors:
+            raise self.health_errors.pop(0)
+        return {"status": "healthy"}
+
+    async def bank_exists(self, bank: str, *, timeout: float) -> bool:
+        return True
+
+    async def create_bank(self, bank: str, missions: BankMissions, *, timeout: float) -> None:
+        return None
+
+    async def recall(
+        self,
+        bank: str,
+        query: str,
+        *,
+        tags: Sequence[str],
+        tags_match: TagsMatch,
+        max_tokens: int,
+        timeout: float,
+        budget: str = "mid",
+        types: Sequence[str] | None = None,
+        query_timestamp: str | None = None,
+    ) -> list[MemoryRecord]:
+        return []
+
+    async def retain(
+        self,
+        bank: str,
+        items: Sequence[RetainItem],
+        *,
+        operation_id: str,
+        timeout: float,
+        run_async: bool = True,
+    ) -> RetainAccepted:
+        if self.retain_errors:
+            raise self.retain_errors.pop(0)
+        uuid.UUID(operation_id)  # Hindsight rejects anything else with 422
+        self.retains.append((operation_id, list(items)))
+        return RetainAccepted(operation_id=operation_id, items=len(items))
+
+    async def operation_status(
+        self, bank: str, operation_id: str, *, timeout: float
+    ) -> OperationStatus:
+        state: OperationState = self.states.pop(0) if self.states else "completed"
+        message = self.failure_message if state == "failed" else None
+        return OperationStatus(operation_id, state, "batch_retain", message)
+
+
+@pytest.fixture
+def outbox(tmp_path: Path) -> Any:
+    store = Outbox(tmp_path)
+    yield store
+    store.close()
+
+
+def _enqueue(outbox: Outbox, n: int, session: str = "s") -> str:
+    turns = json.dumps([{"role": "user", "content": f"request {n}"}])
+    return outbox.enqueue(
+        session_id=session,
+        bank_id="b",
+        payload={
+            "items": [
+                {
+                    "content": turns,
+                    "document_id": f"pi-session-{session}",
+                    "tags": ["project:p"],
+                    "metadata": {"request_id": f"r{n}"},
+                    "update_mode": "append",
+                }
+            ]
+        },
+        request_id=f"r{n}",
+    )
+
+
+def _worker(outbox: Outbox, hindsight: ScriptedHindsight, **options: Any) -> RetainWorker:
+    async def provider() -> ScriptedHindsight:
+        return hindsight
+
+    options.setdefault("backoff", Backoff(base_s=0.01, cap_s=0.05))
+    options.setdefault("probe", Backoff(base_s=0.01, cap_s=0.02))
+    options.setdefault("idle_poll_s", 0.05)
+    return RetainWorker(outbox, provider, timeout_s=1.0, **options)  # type: ignore[arg-type]
+
+
+def _drain(worker: RetainWorker, timeout: float = 10.0) -> None:
+    asyncio.run(asyncio.wait_for(worker.run(until_empty=True), timeout))
+
+
+def test_a_failed_operation_is_retried_under_the_next_generation_key(outbox: Outbox) -> None:
+    hindsight = ScriptedHindsight()
+    hindsight.states = ["pending", "failed"]
+    _enqueue(outbox, 1)
+    _drain(_worker(outbox, hindsight))
+    (first, _), (second, _) = hindsight.retains
+    assert first != second and uuid.UUID(second).version == 5
+    assert outbox.health().done == 1
+
+
+def test_failures_beyond_the_budget_dead_letter_with_the_servers_message(outbox: Outbox) -> None:
+    hindsight = ScriptedHindsight()
+    hindsight.states = ["failed"] * 3
+    item = _enqueue(outbox, 1)
+    _drain(_worker(outbox, hindsight, max_failures=3))
+    (dead,) = outbox.items(states=["dead"])
+    assert dead.item_id == item
+    assert dead.last_error is not None and "LLM exploded" in dead.last_error
+    assert "3 failures" in dead.last_error
+
+
+def test_a_rejected_request_is_dead_lettered_at_once(outbox: Outbox) -> None:
+    hindsight = ScriptedHindsight()
+    hindsight.retain_errors = [BackendRejected("retain failed: HTTP 400 bad item", status=400)]
+    _enqueue(outbox, 1)
+    _enqueue(outbox, 2, session="other")
+    _drain(_worker(outbox, hindsight))
+    health = outbox.health()
+    assert health.dead == 1 and health.done == 1
+    assert health.last_error == "retain failed: HTTP 400 bad item"
+
+
+def test_a_vanished_operation_is_dead_lettered_not_polled_forever(outbox: Outbox) -> None:
+    hindsight = ScriptedHindsight()
+    hindsight.states = ["not_found"]
+    _enqueue(outbox, 1)
+    _drain(_worker(outbox, hindsight))
+    (dead,) = outbox.items(states=["dead"])
+    assert dead.last_error is not None and "no longer knows" in dead.last_error
+
+
+def test_429_honours_retry_after_and_pauses_the_worker(outbox: Outbox) -> None:
+    hindsight = ScriptedHindsight()
+    hindsight.retain_errors = [BackendServerError("HTTP 429", status=429, retry_after=0.4)]
+    _enqueue(outbox, 1)
+    started = time.monotonic()
+    _drain(_worker(outbox, hindsight))
+    assert time.monotonic() - started >= 0.4
+    assert len(hindsight.retains) == 1
+    (item,) = outbox.items(states=["done"])
+    batch = outbox.batch(item.batch_id or "")
+    assert batch is not None and batch.failures == 0  # slowing down is not a failure
+
+
+def test_an_outage_keeps_the_key_counts_no_failure_and_resumes_after_the_probe(
+    outbox: Outbox,
+) -> None:
+    hindsight = ScriptedHindsight()
+    down = BackendUnavailable("cannot reach Hindsight")
+    hindsight.retain_errors = [down]
+    hindsight.health_errors = [down, down, down]
+    _enqueue(outbox, 1)
+    worker = _worker(outbox, hindsight)
+    _drain(worker)
+    assert hindsight.health_checks == 4  # probed until it answered, then delivered
+    ((key, _),) = hindsight.retains
+    (item,) = outbox.items(states=["done"])
+    assert item.batch_id == key  # the same batch, the first generation's key
+    batch = outbox.batch(key)
+    assert batch is not None and batch.failures == 0
+    assert worker.offline_reason is None
+
+
+def test_server_errors_back_off_and_count(outbox: Outbox) -> None:
+    hindsight = ScriptedHindsight()
+    hindsight.retain_errors = [BackendServerError("HTTP 503", status=503)] * 2
+    _enqueue(outbox, 1)
+    _drain(_worker(outbox, hindsight))
+    (item,) = outbox.items(states=["done"])
+    batch = outbox.batch(item.batch_id or "")
+    assert batch is not None and batch.failures == 2 and batch.attempts == 3
+
+
+def test_shutdown_submits_what_is_ready_and_leaves_confirmation_to_the_next_sidecar(
+    outbox: Outbox,
+) -> None:
+    hindsight = ScriptedHindsight()
+    for n in range(3):
+        _enqueue(outbox, n, session=f"s{n}")
+    worker = _worker(outbox, hindsight, concurrency=2)
+
+    async def shut_down() -> int:
+        return await worker.shutdown(time.monotonic() + 2.0)
+
+    assert asyncio.run(shut_down()) == 3
+    health = outbox.health()
+    assert health.submitted == 3 and health.pending == 0  # accepted, not yet confirmed
+    # The next worker confirms them without sending anything again.
+    _drain(_worker(outbox, hindsight))
+    assert outbox.health().done == 3 and len(hindsight.retains) == 3
