@@ -127,7 +127,7 @@ describe("pi with the shim", { timeout: 120_000 }, () => {
 
 		const log = sidecarLog(setup);
 		const methods = log.map((m) => m.method ?? m.event);
-		assert.deepEqual(methods, ["started", "initialize", "prepareMemory", "confirmDelivery", "turnCompleted", "shutdown"]);
+		assert.deepEqual(methods, ["started", "initialize", "prepareMemory", "memoryAttached", "confirmDelivery", "turnCompleted", "shutdown"]);
 		const byMethod = (method: string): Json => log.find((m) => m.method === method)?.params ?? {};
 		const init = byMethod("initialize");
 		assert.equal(init.protocolVersion, 1);
@@ -143,8 +143,10 @@ describe("pi with the shim", { timeout: 120_000 }, () => {
 		assert.equal(confirm.requestId, prepare.requestId);
 		assert.equal(confirm.confirmed, true);
 		assert.ok(typeof confirm.payloadBytes === "number" && confirm.payloadBytes > 0);
+		assert.deepEqual(byMethod("memoryAttached"), { requestId: prepare.requestId });
 		const turn = byMethod("turnCompleted");
 		assert.equal(turn.requestId, prepare.requestId);
+		assert.match(String(turn.memoryEntryId), /^[0-9a-f]{8}$/, "the session entry of the memory message");
 		const turnMessages = turn.messages as Json[];
 		assert.ok(turnMessages.some((m) => m.role === "custom" && m.customType === "hindsight-memory"), "agent_end's messages, as Pi gives them");
 		assert.ok(turnMessages.some((m) => m.role === "assistant"));

@@ -87,6 +87,25 @@ class RecallSettings(_Model):
     user_max_tokens: int | None = Field(default=None, alias="userMaxTokens", ge=0, le=20_000)
     budget: Literal["low", "mid", "high"] = "mid"
     timeout_ms: int = Field(default=4_000, alias="timeoutMs", ge=200, le=60_000)
+    # One ceiling over the whole memory message: memo + project + user sections.
+    request_max_tokens: int = Field(default=1_600, alias="requestMaxTokens", ge=100, le=40_000)
+    # The query: the prompt plus this many recent conversation turns, within maxQueryChars.
+    context_turns: int = Field(default=1, alias="contextTurns", ge=0, le=10)
+    max_query_chars: int = Field(default=800, alias="maxQueryChars", ge=100, le=4_000)
+    # Acknowledgements ("ok", "thanks", "continue") skip recall; the evidence says so.
+    skip_trivial: bool = Field(default=True, alias="skipTrivial")
+
+
+class MemoSettings(_Model):
+    """The startup memo: the scope's Hindsight mental model (R-MEMO-1..2)."""
+
+    enabled: bool = True
+    max_tokens: int = Field(default=600, alias="maxTokens", ge=0, le=8_000)
+    # Hindsight refreshes the memo after consolidation, at most this often (each refresh is a
+    # reflect run on the server's LLM).
+    min_refresh_interval_s: int = Field(
+        default=120, alias="minRefreshIntervalSeconds", ge=0, le=86_400
+    )
 
 
 class RetainSettings(_Model):
@@ -132,6 +151,7 @@ class Settings(_Model):
     user_query_preamble: str | None = Field(default=None, alias="userQueryPreamble", max_length=500)
     post_retain_reflect: bool = Field(default=False, alias="postRetainReflect")
     evidence: EvidenceSettings = EvidenceSettings()
+    memo: MemoSettings = MemoSettings()
     timeout_ms: int = Field(default=10_000, alias="timeoutMs", ge=500, le=120_000)
 
     @property

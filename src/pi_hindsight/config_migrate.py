@@ -34,7 +34,7 @@ class Change:
 UNSUPPORTED: Mapping[str, str] = {
     "setupComplete": "setup state is not a config key here; registration is per directory",
     "agentUse": "there is one coding use",
-    "mentalModels": "the startup memo is a Hindsight mental model delivered with the first request",
+    "mentalModels": "the startup memo is configured under memo (enabled, maxTokens)",
     "observations": "observation scopes are Hindsight bank settings",
     "import": "session import is not part of pi-hindsight",
     "status": "the status line is fixed",
@@ -43,9 +43,7 @@ UNSUPPORTED: Mapping[str, str] = {
     "recall.types": "recall returns every fact type",
     "recall.includeSourceFacts": "not supported",
     "recall.maxSourceFactsTokens": "not supported",
-    "recall.contextTurns": "not supported yet",
     "recall.roles": "not supported",
-    "recall.maxQueryChars": "queries are capped at 800 characters",
     "recall.queryPreamble": "not supported",
     "recall.projectQueryPreamble": "not supported",
     "recall.includeDateInQuery": "not supported",
@@ -92,6 +90,7 @@ PROJECT_ALLOWED: Mapping[str, str] = {
     "recall.maxTokens": "lower-only",
     "recall.userMaxTokens": "lower-only",
     "recall.budget": "any",
+    "recall.contextTurns": "lower-only",
     "retain.enabled": "false-only",
 }
 

@@ -1,8 +1,10 @@
-"""The memory engine: host-neutral. A request arrives with its text, session id and cwd; a
-completed turn arrives with its messages. Pi specifics live in ``hosts/pi.py``.
+"""The memory engine: host-neutral. A request arrives with its text and session id; a completed
+turn arrives with its messages. Pi specifics live in ``hosts/``.
 
-Fail open, never silently: every degraded outcome returns a result the host can show (a notice
-and a status line), and the conversation goes on without memory.
+The engine owns one session (one per sidecar): its scope (resolved once), consent, the delivery
+state of its visible context, the retain worker, and the evidence of every request. Fail open,
+never silently: every degraded outcome returns something the host shows (a notice, the status
+line), is in ``status()``, and is recorded as evidence.
 """
 
 from __future__ import annotations
@@ -10,97 +12,48 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pi_hindsight.backend.records import BankMissions, MemoryBackend
+from pi_hindsight.backend.records import MemoryBackend
 from pi_hindsight.config import LoadedConfig, Settings
-from pi_hindsight.engine.render import render_block
+from pi_hindsight.engine.connection import BackendFactory, HindsightConnection
+from pi_hindsight.engine.delivery import Deliverer, Prepared
 from pi_hindsight.engine.retain_worker import RetainWorker
 from pi_hindsight.engine.scope import (
-    SCOPE_TAGS_MATCH,
     Scope,
     ScopeResolution,
     register_location,
     resolve_scope,
 )
-from pi_hindsight.engine.transcript import ToolPolicy, TurnMessage, render_turn
-from pi_hindsight.errors import BackendError, PiHindsightError, StateError
+from pi_hindsight.engine.status import engine_status
+from pi_hindsight.engine.transcript import ToolPolicy, render_turn
+from pi_hindsight.engine.types import (
+    CompletedTurn,
+    ConsentQuestion,
+    Delivery,
+    DeliveryMemory,
+    Notice,
+    Outcome,
+    SessionInfo,
+    SessionView,
+    UserRequest,
+)
+from pi_hindsight.errors import PiHindsightError, StateError
+from pi_hindsight.identity import resolve_identity
 from pi_hindsight.stores.catalog import Catalog
+from pi_hindsight.stores.evidence import EvidenceLedger
+from pi_hindsight.stores.evidence_schema import MemoInfo
 from pi_hindsight.stores.outbox import Outbox
 
 logger = logging.getLogger(__name__)
 
-Outcome = Literal[
-    "delivered", "nothing_found", "skipped", "backend_unavailable", "not_registered", "error"
-]
-NoticeLevel = Literal["info", "warning", "error"]
-BackendFactory = Callable[[str, str | None], Awaitable[MemoryBackend]]
 ConfigLoader = Callable[[Path | None], LoadedConfig]  # project root -> effective config
-
-_MAX_QUERY_CHARS = 800
-
-
-@dataclass(frozen=True)
-class Notice:
-    level: NoticeLevel
-    message: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"level": self.level, "message": self.message}
-
-
-@dataclass(frozen=True)
-class SessionInfo:
-    session_id: str
-    cwd: Path
-    session_file: str | None
-    has_ui: bool
-    reason: str
-
-
-@dataclass(frozen=True)
-class ConsentQuestion:
-    title: str
-    message: str
-
-
-@dataclass(frozen=True)
-class SessionView:
-    """What the host shows after a session opened (or consent was answered)."""
-
-    enabled: bool
-    status_line: str
-    notices: tuple[Notice, ...]
-    consent: ConsentQuestion | None
-    scope: Scope | None
-    off_reason: str | None
-
-
-@dataclass(frozen=True)
-class UserRequest:
-    request_id: str
-    session_id: str
-    prompt: str
-
-
-@dataclass(frozen=True)
-class Delivery:
-    outcome: Outcome
-    text: str | None
-    details: dict[str, Any]
-    notices: tuple[Notice, ...] = ()
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class CompletedTurn:
-    request_id: str
-    session_id: str
-    messages: Sequence[TurnMessage]
+# Reads what the host's session record says is visible now (delivered ids, memo, recent turns).
+ContextReader = Callable[[str | None, int], DeliveryMemory | None]
 
 
 @dataclass
@@ -110,18 +63,11 @@ class _Session:
     scope: Scope | None = None  # the registered scope, bank resolved for this session
     off_reason: str | None = None
     declined: bool = False
-
-
-@dataclass
-class _BackendState:
-    backend: MemoryBackend | None = None
-    healthy: bool | None = None
-    last_error: str | None = None
-    banks_ready: set[str] = field(default_factory=set)
+    memory: DeliveryMemory = field(default_factory=DeliveryMemory)
 
 
 def _config_notices(config: LoadedConfig) -> list[Notice]:
-    """Config warnings for Pi; info-level notes (e.g. legacy keys migrated) stay in status."""
+    """Config warnings for the host; info-level notes (legacy keys migrated) stay in status."""
     return [Notice("warning", problem.describe()) for problem in config.warnings]
 
 
@@ -137,22 +83,24 @@ class MemoryEngine:
         config_loader: ConfigLoader,
         backend_factory: BackendFactory,
         base_url_resolver: Callable[[Settings], str | None],
+        context_reader: ContextReader | None = None,
     ) -> None:
         self.state_dir = state_dir
         self._config_loader = config_loader
         self.config = config_loader(None)
         self.settings = self.config.settings
-        self._backend_factory = backend_factory
-        self._base_url_resolver = base_url_resolver
+        self.connection = HindsightConnection(backend_factory, base_url_resolver)
+        self._deliverer = Deliverer(self.connection)
+        self._read_context = context_reader
         self._session: _Session | None = None
-        self._backend_state = _BackendState()
-        self._backend_lock = asyncio.Lock()
         self._catalog: Catalog | None = None
         self._outbox: Outbox | None = None
+        self._evidence: EvidenceLedger | None = None
+        self._evidence_error: str | None = None
         self._worker: RetainWorker | None = None
         self._worker_task: asyncio.Task[None] | None = None
         self._last_outcome: Outcome | None = None
-        self._warned: set[str] = set()
+        self._last_reason: str | None = None
 
     # -- stores ----------------------------------------------------------------------------
 
@@ -166,52 +114,70 @@ class MemoryEngine:
             self._outbox = Outbox(self.state_dir)
         return self._outbox
 
-    # -- backend ---------------------------------------------------------------------------
-
-    async def backend(self) -> MemoryBackend:
-        """The Hindsight client, created on first use — never for an unregistered session."""
-        async with self._backend_lock:
-            if self._backend_state.backend is None:
-                base_url = self._base_url_resolver(self.settings)
-                if base_url is None:
-                    raise BackendError(
-                        "no Hindsight server is configured",
-                        hint="start one with `pi-hindsight server start`, or set hindsight.baseUrl "
-                        "in the config file or HINDSIGHT_BASE_URL",
-                    )
-                self._backend_state.backend = await self._backend_factory(
-                    base_url, self.settings.hindsight.api_key
-                )
-            return self._backend_state.backend
-
-    async def _ensure_bank(self, backend: MemoryBackend, scope: Scope) -> None:
-        """Create the scope's bank once, with the default missions, if it does not exist."""
-        if scope.bank_id in self._backend_state.banks_ready:
-            return
-        timeout = self.settings.timeout_ms / 1000
-        if not await backend.bank_exists(scope.bank_id, timeout=timeout):
-            await backend.create_bank(
-                scope.bank_id,
-                BankMissions(mission=self.settings.banks.project.mission),
-                timeout=timeout,
+    def _open_evidence(self) -> tuple[Notice, ...]:
+        """Open the ledger when evidence is on; a failure warns and the conversation goes on."""
+        settings = self.settings.evidence
+        if not settings.enabled or self._evidence is not None:
+            return ()
+        try:
+            self._evidence = EvidenceLedger(
+                self.state_dir, retention_days=settings.retention_days, cap_bytes=settings.cap_bytes
             )
-            logger.info("created bank %s for scope %s", scope.bank_id, scope.scope_id)
-        self._backend_state.banks_ready.add(scope.bank_id)
+        except StateError as error:
+            return self._evidence_failed(error)
+        aside = self._evidence.set_aside
+        if aside is None:
+            return ()
+        return (
+            Notice(
+                "warning",
+                f"the evidence ledger could not be used ({aside.reason}); it was set aside as "
+                f"{aside.moved_to} and a fresh one was created",
+            ),
+        )
 
-    def _note_backend(self, error: BackendError | None) -> tuple[Notice, ...]:
-        """Track backend health; warn once per change of state (not on every request)."""
-        was_healthy = self._backend_state.healthy
-        if error is None:
-            self._backend_state.healthy = True
-            self._backend_state.last_error = None
-            if was_healthy is False:
-                return (Notice("info", "Hindsight is reachable again; memory is back."),)
+    def _evidence_failed(self, error: PiHindsightError) -> tuple[Notice, ...]:
+        """R-EVID-5: a failure to record never stops the conversation; warn once, show in status."""
+        first = self._evidence_error is None
+        self._evidence_error = str(error)
+        logger.warning("evidence not recorded: %s", error)
+        if not first:
             return ()
-        self._backend_state.healthy = False
-        self._backend_state.last_error = str(error)
-        if was_healthy is False:
+        return (Notice("warning", f"evidence is not being recorded: {error.describe()}"),)
+
+    def _record(self, request: UserRequest, prepared: Prepared) -> tuple[Notice, ...]:
+        if self._evidence is None:
             return ()
-        return (Notice("warning", f"memory unavailable for this request: {error.describe()}"),)
+        session = self._session
+        delivery = prepared.delivery
+        try:
+            self._evidence.record_prepared(
+                request.request_id,
+                outcome=delivery.outcome,
+                session_id=request.session_id,
+                scope_id=delivery.details.get("scopeId"),
+                bank_ids=prepared.bank_ids,
+                session_file=session.info.session_file if session else None,
+                reason=delivery.reason,
+                body=delivery.text,
+                record_ids=prepared.record_ids,
+                omitted=prepared.omitted,
+                tokens=prepared.tokens,
+                recall_ms=prepared.recall_ms,
+                total_ms=prepared.total_ms,
+                memo=None if prepared.memo is None else MemoInfo(*prepared.memo),
+            )
+        except StateError as error:
+            return self._evidence_failed(error)
+        return ()
+
+    def _evidence_call(self, action: Callable[[EvidenceLedger], object]) -> None:
+        if self._evidence is None:
+            return
+        try:
+            action(self._evidence)
+        except StateError as error:
+            self._evidence_failed(error)
 
     # -- session ---------------------------------------------------------------------------
 
@@ -229,15 +195,12 @@ class MemoryEngine:
                 notices.append(
                     Notice(
                         "warning",
-                        f"the scope catalogue was unreadable and was set aside as "
+                        "the scope catalogue was unreadable and was set aside as "
                         f"{catalog.set_aside.moved_to}; register this project again",
                     )
                 )
-            # The repository's own file may only set allowlisted keys (see config_migrate.py).
-            from pi_hindsight.identity import resolve_identity  # noqa: PLC0415
-
-            root = resolve_identity(info.cwd).root
-            self.config = self._config_loader(root)
+            # The repository's own file may only set allowlisted keys (config_migrate.py).
+            self.config = self._config_loader(resolve_identity(info.cwd).root)
             self.settings = self.config.settings
             notices.extend(_config_notices(self.config))
             session.resolution = resolve_scope(info.cwd, self.settings, catalog)
@@ -246,9 +209,35 @@ class MemoryEngine:
             notices.append(Notice("warning", f"memory off: {error.describe()}"))
             return self._view(tuple(notices))
         notices.extend(Notice("warning", warning) for warning in session.resolution.warnings)
+        notices.extend(self._open_evidence())
+        self._load_context()
         self._activate()
         notices.extend(self._outbox_notices())
         return self._view(tuple(notices))
+
+    def _load_context(self) -> None:
+        """Seed what the visible context already holds (a resumed session) from the host."""
+        session = self._require_session()
+        if self._read_context is None:
+            return
+        turns = max(4, self.settings.recall.context_turns * 2)
+        loaded = self._read_context(session.info.session_file, turns)
+        if loaded is not None:
+            recent = session.memory.recent
+            session.memory = loaded
+            if not loaded.recent:
+                loaded.recent = recent
+
+    def compacted(self) -> None:
+        """After compaction only what Pi kept is visible: re-read it (memory summarised away
+        may be delivered again when relevant; old snapshots are never re-injected)."""
+        session = self._session
+        if session is None:
+            return
+        session.memory.record_ids.clear()
+        session.memory.record_keys.clear()
+        session.memory.memo_version = None
+        self._load_context()
 
     def _activate(self) -> None:
         """Set the session's scope (or why memory is off) from the resolution and settings."""
@@ -309,13 +298,13 @@ class MemoryEngine:
             raise PiHindsightError("no session: call initialize first")
         return self._session
 
-    def _scope(self) -> Scope | None:
+    def scope(self) -> Scope | None:
         """The session's scope with its bank resolved, or None when memory is off."""
         return None if self._session is None else self._session.scope
 
     def _view(self, notices: tuple[Notice, ...]) -> SessionView:
         session = self._require_session()
-        scope = self._scope()
+        scope = self.scope()
         consent = None
         resolution = session.resolution
         if (
@@ -345,65 +334,60 @@ class MemoryEngine:
         )
 
     def status_line(self) -> str:
-        scope = self._scope()
+        scope = self.scope()
         if scope is None:
-            session = self._session
-            if session is not None and not self.settings.enabled:
+            if self._session is not None and not self.settings.enabled:
                 return "memory: off (disabled)"
             return "memory: off (not registered)"
-        state = "" if self._backend_state.healthy is not False else " · backend unavailable"
+        state = "" if self.connection.healthy is not False else " · backend unavailable"
         return f"memory: {scope.scope_id}{state}"
 
     # -- requests --------------------------------------------------------------------------
 
     async def prepare(self, request: UserRequest) -> Delivery:
-        scope = self._scope()
-        details: dict[str, Any] = {"requestId": request.request_id}
-        if scope is None:
-            self._last_outcome = "not_registered"
-            reason = self._session.off_reason if self._session else "no session"
-            return Delivery("not_registered", None, details, reason=reason)
-        details.update({"scopeId": scope.scope_id, "bankId": scope.bank_id})
-        if not self.settings.project_recall:
-            self._last_outcome = "skipped"
-            return Delivery("skipped", None, details, reason=f"profile {self.settings.profile}")
-        query = " ".join(request.prompt.split())[:_MAX_QUERY_CHARS]
-        if not query:
-            self._last_outcome = "skipped"
-            return Delivery("skipped", None, details, reason="empty prompt")
-        started = time.perf_counter()
+        session = self._session
+        memory = session.memory if session else DeliveryMemory()
         try:
-            backend = await self.backend()
-            await self._ensure_bank(backend, scope)
-            records = await backend.recall(
-                scope.bank_id,
-                query,
-                tags=scope.tags,
-                tags_match=SCOPE_TAGS_MATCH,
-                max_tokens=self.settings.recall.max_tokens,
-                budget=self.settings.recall.budget,
-                timeout=self.settings.recall.timeout_ms / 1000,
+            prepared = await self._deliverer.prepare(
+                request,
+                self.scope(),
+                self.settings,
+                memory,
+                off_reason=session.off_reason if session else "no session",
             )
-        except BackendError as error:
-            self._last_outcome = "backend_unavailable"
-            return Delivery(
-                "backend_unavailable", None, details, self._note_backend(error), reason=str(error)
+        except asyncio.CancelledError:
+            # The user aborted (or the host gave up): the request goes on without memory.
+            self._last_outcome, self._last_reason = "skipped", "cancelled by the host"
+            scope = self.scope()
+            details = {} if scope is None else {"scopeId": scope.scope_id}
+            reason = "cancelled by the host before recall finished"
+            self._record(request, Prepared(Delivery("skipped", None, details, reason=reason)))
+
+            raise
+        delivery = prepared.delivery
+        self._last_outcome, self._last_reason = delivery.outcome, delivery.reason
+        recorded = self._record(request, prepared)
+        if recorded:
+            delivery = Delivery(
+                delivery.outcome,
+                delivery.text,
+                delivery.details,
+                (*delivery.notices, *recorded),
+                delivery.reason,
             )
-        notices = self._note_backend(None)
-        details["recallMs"] = round((time.perf_counter() - started) * 1000, 1)
-        block = render_block(
-            records,
-            scope_id=scope.scope_id,
-            bank_id=scope.bank_id,
-            recalled_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            max_tokens=self.settings.recall.max_tokens,
+        return delivery
+
+    def memory_attached(self, request_id: str) -> None:
+        self._evidence_call(lambda ledger: ledger.mark_attached(request_id))
+
+    def delivery_confirmed(
+        self, request_id: str, confirmed: bool, payload_bytes: int | None
+    ) -> None:
+        if not confirmed:
+            logger.warning("memory for request %s was not in the provider payload", request_id)
+        self._evidence_call(
+            lambda ledger: ledger.mark_confirmed(request_id, confirmed, payload_bytes)
         )
-        if block is None:
-            self._last_outcome = "nothing_found"
-            return Delivery("nothing_found", None, details, notices)
-        details.update({"recordIds": list(block.record_ids), "omitted": block.omitted})
-        self._last_outcome = "delivered"
-        return Delivery("delivered", block.text, details, notices)
 
     def complete_turn(self, turn: CompletedTurn) -> int:
         """Commit the request's new messages to the outbox (before any network call).
@@ -411,7 +395,22 @@ class MemoryEngine:
         What is kept follows the retain policy and every secret found is redacted first
         (``engine/transcript.py``); the same request id twice is stored once.
         """
-        scope = self._scope()
+        session = self._session
+        if turn.memory_entry_id is not None:
+            self._evidence_call(
+                lambda ledger: ledger.mark_attached(
+                    turn.request_id, entry_id=turn.memory_entry_id, session_file=turn.session_file
+                )
+            )
+        if session is not None:
+            recent = session.memory.recent
+            recent.extend(
+                (m.role, m.text)
+                for m in turn.messages
+                if m.role in ("user", "assistant") and m.text.strip()
+            )
+            del recent[: max(0, len(recent) - 20)]
+        scope = self.scope()
         if scope is None or not self.settings.project_retain:
             return 0
         retain = self.settings.retain
@@ -453,10 +452,15 @@ class MemoryEngine:
     # -- background retain -----------------------------------------------------------------
 
     async def _worker_backend(self) -> MemoryBackend:
-        backend = await self.backend()
-        scope = self._scope()
+        backend = await self.connection.backend(self.settings)
+        scope = self.scope()
         if scope is not None:
-            await self._ensure_bank(backend, scope)
+            await self.connection.ensure_bank(
+                backend,
+                scope.bank_id,
+                self.settings.banks.project.mission,
+                timeout=self.settings.timeout_ms / 1000,
+            )
         return backend
 
     def _start_worker(self) -> None:
@@ -503,76 +507,25 @@ class MemoryEngine:
                 except TimeoutError:
                     logger.warning("the retain worker did not stop in time; it was cancelled")
         pending = self._outbox.unfinished_count() if self._outbox is not None else 0
-        if self._backend_state.backend is not None:
-            await self._backend_state.backend.close()
-        for store in (self._catalog, self._outbox):
+        await self.connection.close()
+        for store in (self._catalog, self._outbox, self._evidence):
             if store is not None:
                 store.close()
         return {"flushed": flushed, "pending": pending}
 
+    # -- status ----------------------------------------------------------------------------
+
     def status(self) -> dict[str, Any]:
-        session = self._session
-        scope = self._scope()
-        outbox_health = None
-        if self._outbox is not None:
-            try:
-                health = self._outbox.health()
-                outbox_health = {
-                    "pending": health.pending,
-                    "submitted": health.submitted,
-                    "dead": health.dead,
-                    "oldestPendingAgeS": health.oldest_pending_age_s,
-                    "lastError": health.last_error,
-                    "setAside": None
-                    if self._outbox.set_aside is None
-                    else {
-                        "movedTo": str(self._outbox.set_aside.moved_to),
-                        "reason": self._outbox.set_aside.reason,
-                    },
-                }
-            except StateError as error:
-                outbox_health = {"error": str(error)}
-        resolution = session.resolution if session else None
-        return {
-            "enabled": scope is not None,
-            "offReason": session.off_reason if session else "no session",
-            "profile": self.settings.profile,
-            "projectId": resolution.identity.project_id if resolution else None,
-            "identitySource": resolution.identity.source if resolution else None,
-            "bankRule": resolution.bank_rule if resolution else None,
-            "proposedScope": None
-            if resolution is None or scope is not None
-            else {
-                "scopeId": resolution.proposed.scope_id,
-                "bankId": resolution.proposed.bank_id,
-                "tags": list(resolution.proposed.tags),
-            },
-            "scope": None
-            if scope is None
-            else {
-                "scopeId": scope.scope_id,
-                "projectId": scope.project_id,
-                "bankId": scope.bank_id,
-                "tags": list(scope.tags),
-                "tagsMatch": SCOPE_TAGS_MATCH,
-            },
-            "recall": {
-                "project": self.settings.project_recall,
-                "userBank": self.settings.user_bank_active,
-                "maxTokens": self.settings.recall.max_tokens,
-                "userMaxTokens": self.settings.user_max_tokens,
-            },
-            "retain": {"automatic": self.settings.project_retain},
-            "backend": {
-                "healthy": self._backend_state.healthy,
-                "lastError": self._backend_state.last_error,
-            },
-            "config": {
-                "path": str(self.config.path),
-                "source": str(self.config.user_source) if self.config.user_source else None,
-                "projectFile": str(self.config.project_file) if self.config.project_file else None,
-                "problems": [problem.describe() for problem in self.config.problems],
-            },
-            "lastOutcome": self._last_outcome,
-            "outbox": outbox_health,
-        }
+        return engine_status(self)
+
+    @property
+    def session(self) -> _Session | None:
+        return self._session
+
+    @property
+    def last_outcome(self) -> tuple[Outcome | None, str | None]:
+        return self._last_outcome, self._last_reason
+
+    @property
+    def stores(self) -> tuple[Outbox | None, EvidenceLedger | None, str | None]:
+        return self._outbox, self._evidence, self._evidence_error

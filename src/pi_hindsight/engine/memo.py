@@ -32,13 +32,13 @@ def memo_id(scope: Scope) -> str:
     return f"pi-memo-{digest}"
 
 
-def memo_trigger() -> dict[str, object]:
+def memo_trigger(min_refresh_interval_s: int) -> dict[str, object]:
     """Refresh after consolidation, in delta mode, over exactly the scope's tags."""
     return {
         "refresh_after_consolidation": True,
         "mode": "delta",
         "tags_match": SCOPE_TAGS_MATCH,
-        "min_refresh_interval_seconds": 60,
+        "min_refresh_interval_seconds": min_refresh_interval_s,
     }
 
 
@@ -66,7 +66,9 @@ class MemoCache:
     def forget(self, scope: Scope) -> None:
         self._cached.pop(memo_id(scope), None)
 
-    async def get(self, backend: MemoryBackend, scope: Scope, *, timeout: float) -> MemoState:
+    async def get(
+        self, backend: MemoryBackend, scope: Scope, *, timeout: float, min_refresh_interval_s: int
+    ) -> MemoState:
         key = memo_id(scope)
         cached = self._cached.get(key)
         if cached is not None and time.monotonic() - cached[0] < CACHE_SECONDS:
@@ -80,7 +82,7 @@ class MemoCache:
                 source_query=MEMO_SOURCE_QUERY,
                 tags=scope.tags,
                 max_tokens=MEMO_MAX_TOKENS,
-                trigger=memo_trigger(),
+                trigger=memo_trigger(min_refresh_interval_s),
                 timeout=timeout,
             )
             state = MemoState("created", operation_id=operation_id)

@@ -10,6 +10,7 @@ session are left out. Records keep when they happened, their context and their s
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,13 @@ def _identity(text: str) -> str:
     return text
 
 
+def record_key(text: str) -> str:
+    """A short, stable key of a record's normalised text: the same memory under another id (a
+    fact and its consolidated observation) is recognised as already delivered."""
+    normalised = _one_line(text).casefold()
+    return hashlib.sha256(normalised.encode("utf-8")).hexdigest()[:16]
+
+
 def render_record(record: MemoryRecord, redact: Redactor = _identity) -> str:
     text = _trim(_one_line(defuse(redact(record.text))), _RECORD_MAX_CHARS)
     when = _when(record)
@@ -89,6 +97,7 @@ class SectionReport:
 
     kind: str
     record_ids: list[str] = field(default_factory=list)
+    record_keys: list[str] = field(default_factory=list)
     omitted_budget: int = 0
     omitted_duplicate: int = 0
     omitted_already_delivered: int = 0
@@ -100,6 +109,7 @@ class SectionReport:
 class RenderedBlock:
     text: str
     record_ids: tuple[str, ...]
+    record_keys: tuple[str, ...]
     omitted: int  # records left out by a budget
     tokens: int
     sections: tuple[SectionReport, ...] = ()
@@ -155,6 +165,7 @@ class MessageBuilder:
         kind: str,
         budget_tokens: int,
         already_delivered: Collection[str] = (),
+        already_delivered_keys: Collection[str] = (),
     ) -> SectionReport:
         report = SectionReport(kind=kind)
         self._reports.append(report)
@@ -163,8 +174,8 @@ class MessageBuilder:
         lines: list[str] = []
         used = 0
         for record in records:
-            key = _one_line(record.text).casefold()
-            if record.id in already_delivered:
+            key = record_key(record.text)
+            if record.id in already_delivered or key in already_delivered_keys:
                 report.omitted_already_delivered += 1
                 continue
             if key in self._seen_texts:
@@ -178,6 +189,7 @@ class MessageBuilder:
             self._seen_texts.add(key)
             lines.append(rendered)
             report.record_ids.append(record.id)
+            report.record_keys.append(key)
             used += cost
         if lines:
             section = heading + "\n".join(lines) + "\n"
@@ -192,10 +204,12 @@ class MessageBuilder:
             return None
         text = self._header + "".join(self._parts) + self._footer
         ids = tuple(record_id for report in self._reports for record_id in report.record_ids)
+        keys = tuple(key for report in self._reports for key in report.record_keys)
         omitted = sum(report.omitted_budget for report in self._reports)
         return RenderedBlock(
             text=text,
             record_ids=ids,
+            record_keys=keys,
             omitted=omitted,
             tokens=estimate_tokens(text),
             sections=tuple(self._reports),

@@ -14,18 +14,20 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pi_hindsight.engine.engine import (
+from pi_hindsight.engine.engine import MemoryEngine
+from pi_hindsight.engine.render import CUSTOM_TYPE, FENCE
+from pi_hindsight.engine.transcript import TurnMessage
+from pi_hindsight.engine.types import (
     CompletedTurn,
     Delivery,
-    MemoryEngine,
+    DeliveryMemory,
     Notice,
     SessionInfo,
     SessionView,
     UserRequest,
 )
-from pi_hindsight.engine.render import CUSTOM_TYPE, FENCE
-from pi_hindsight.engine.transcript import TurnMessage
 from pi_hindsight.errors import PiHindsightError, RpcError
+from pi_hindsight.hosts import pi_context
 from pi_hindsight.rpc.protocol import INVALID_PARAMS, PROTOCOL_VERSION
 
 logger = logging.getLogger(__name__)
@@ -68,7 +70,13 @@ class ConfirmParams(_Params):
 class TurnParams(_Params):
     request_id: str = Field(alias="requestId")
     session_id: str = Field(alias="sessionId", min_length=1)
+    session_file: str | None = Field(default=None, alias="sessionFile")
     messages: list[dict[str, Any]]
+    memory_entry_id: str | None = Field(default=None, alias="memoryEntryId")
+
+
+class AttachedParams(_Params):
+    request_id: str = Field(alias="requestId")
 
 
 class CommandParams(_Params):
@@ -163,6 +171,23 @@ def turn_messages(messages: list[dict[str, Any]]) -> list[TurnMessage]:
     return turn
 
 
+def read_visible_context(session_file: str | None, turns: int) -> DeliveryMemory | None:
+    """What the session's visible context already holds, from its Pi session file: the memory
+    records and memo version delivered there, and the last ``turns`` conversation turns."""
+    if not session_file:
+        return None
+    session = pi_context.read_session_file(Path(session_file))
+    if session is None:
+        return None
+    visible = pi_context.visible_entries(session.entries)
+    return DeliveryMemory(
+        record_ids=pi_context.delivered_record_ids(visible),
+        record_keys=pi_context.delivered_record_ids(visible, "recordKeys"),
+        memo_version=pi_context.memo_delivered(visible),
+        recent=pi_context.recent_turns(visible, turns),
+    )
+
+
 def session_start_dir(session_file: str | None, cwd: Path) -> Path:
     """The directory the session started in: a resumed session keeps the scope of the directory
     recorded in its session file's header, wherever Pi runs now (R-SCOPE-5)."""
@@ -194,13 +219,13 @@ class PiHost:
             "consent": self.consent,
             "prepareMemory": self.prepare_memory,
             "confirmDelivery": self.confirm_delivery,
+            "memoryAttached": self.memory_attached,
             "turnCompleted": self.turn_completed,
             "compaction": self.compaction,
             "command": self.command,
             "toolCall": self.tool_call,
             "status": self.status,
         }
-        self.confirmations: dict[str, bool] = {}
 
     def _session_json(self, view: SessionView) -> dict[str, Any]:
         settings = self.engine.settings
@@ -276,11 +301,11 @@ class PiHost:
 
     async def confirm_delivery(self, params: dict[str, Any]) -> None:
         parsed = _validate(ConfirmParams, params)
-        self.confirmations[parsed.request_id] = parsed.confirmed
-        if not parsed.confirmed:
-            logger.warning(
-                "memory for request %s was not found in the provider payload", parsed.request_id
-            )
+        self.engine.delivery_confirmed(parsed.request_id, parsed.confirmed, parsed.payload_bytes)
+
+    async def memory_attached(self, params: dict[str, Any]) -> None:
+        parsed = _validate(AttachedParams, params)
+        self.engine.memory_attached(parsed.request_id)
 
     async def turn_completed(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = _validate(TurnParams, params)
@@ -290,6 +315,8 @@ class PiHost:
                     request_id=parsed.request_id,
                     session_id=parsed.session_id,
                     messages=turn_messages(parsed.messages),
+                    memory_entry_id=parsed.memory_entry_id,
+                    session_file=parsed.session_file,
                 )
             )
         except PiHindsightError as error:
@@ -303,6 +330,7 @@ class PiHost:
 
     async def compaction(self, params: dict[str, Any]) -> None:
         logger.info("session compacted: %s", params.get("sessionId"))
+        self.engine.compacted()
 
     async def status(self, params: dict[str, Any]) -> dict[str, Any]:
         return self.engine.status()
@@ -358,8 +386,13 @@ def _status_text(status: dict[str, Any]) -> str:
         recall = status["recall"]
         user = f", user bank {recall['userMaxTokens']}" if recall["userBank"] else ""
         lines.append(
-            f"  recall:  project {recall['maxTokens']} tokens{user}; last: {status['lastOutcome']}"
+            f"  recall:  project {recall['maxTokens']} tokens{user}, memo "
+            f"{recall['memoMaxTokens']}, at most {recall['requestMaxTokens']} per request"
         )
+        last = status["lastOutcome"] or "no request yet"
+        if status.get("lastReason"):
+            last = f"{last} ({status['lastReason']})"
+        lines.append(f"  last:    {last}")
         lines.append(f"  retain:  {'automatic' if status['retain']['automatic'] else 'off'}")
         backend = status["backend"]
         health = {
@@ -374,6 +407,15 @@ def _status_text(status: dict[str, Any]) -> str:
             f"  outbox:  {outbox['pending']} pending, {outbox['submitted']} awaiting confirmation, "
             f"{outbox['dead']} dead"
         )
+    evidence = status.get("evidence") or {}
+    if evidence.get("enabled"):
+        state = (
+            "recording"
+            if evidence.get("recording")
+            else f"NOT recording ({evidence.get('lastError')})"
+        )
+        note = f"; {evidence['retention']}" if evidence.get("retention") else ""
+        lines.append(f"  evidence: {state}{note}")
     for problem in status.get("config", {}).get("problems", []):
         lines.append(f"  config:  {problem}")
     return "\n".join(lines)

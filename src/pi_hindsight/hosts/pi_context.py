@@ -88,15 +88,16 @@ def visible_entries(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [entry for index, entry in enumerate(path) if index >= start and index != last]
 
 
-def delivered_record_ids(entries: Iterable[dict[str, Any]]) -> set[str]:
-    """Memory record ids delivered by our hidden messages among ``entries``."""
+def delivered_record_ids(entries: Iterable[dict[str, Any]], field: str = "recordIds") -> set[str]:
+    """Memory record ids (or, with ``field="recordKeys"``, text keys) delivered by our hidden
+    messages among ``entries``."""
     ids: set[str] = set()
     for entry in entries:
         if entry.get("type") != "custom_message" or entry.get("customType") != CUSTOM_TYPE:
             continue
         details = entry.get("details")
         if isinstance(details, dict):
-            ids.update(str(item) for item in details.get("recordIds") or [] if item)
+            ids.update(str(item) for item in details.get(field) or [] if item)
     return ids
 
 

@@ -26,7 +26,7 @@ from pi_hindsight.backend.records import MemoryBackend
 from pi_hindsight.config import Settings, load_config
 from pi_hindsight.engine.engine import MemoryEngine
 from pi_hindsight.errors import PiHindsightError, RpcError
-from pi_hindsight.hosts.pi import PiHost, ShutdownParams
+from pi_hindsight.hosts.pi import PiHost, ShutdownParams, read_visible_context
 from pi_hindsight.paths import ensure_private_dir
 from pi_hindsight.paths import state_dir as default_state_dir
 from pi_hindsight.rpc import protocol
@@ -263,6 +263,7 @@ async def _main(state_dir: Path, output: BinaryIO) -> None:
         config_loader=lambda root: load_config(state_dir, project_root=root),
         backend_factory=_create_backend,
         base_url_resolver=resolve_base_url(state_dir),
+        context_reader=read_visible_context,
     )
     sidecar = Sidecar(PiHost(engine), output)
     with contextlib.suppress(NotImplementedError):

@@ -1,0 +1,83 @@
+"""The session's connection to Hindsight: created on first use (never for an unregistered
+session), health tracked so a degraded state is shown once per change, banks created only for
+registered scopes with their missions."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from pi_hindsight.backend.records import BankMissions, MemoryBackend
+from pi_hindsight.config import Settings
+from pi_hindsight.engine.types import Notice
+from pi_hindsight.errors import BackendError
+
+logger = logging.getLogger(__name__)
+
+BackendFactory = Callable[[str, str | None], Awaitable[MemoryBackend]]
+
+
+class HindsightConnection:
+    def __init__(
+        self,
+        factory: BackendFactory,
+        base_url_resolver: Callable[[Settings], str | None],
+    ) -> None:
+        self._factory = factory
+        self._resolve = base_url_resolver
+        self._backend: MemoryBackend | None = None
+        self._lock = asyncio.Lock()
+        self._banks_ready: set[str] = set()
+        self._bank_locks: dict[str, asyncio.Lock] = {}
+        self.healthy: bool | None = None  # None: not contacted yet
+        self.last_error: str | None = None
+
+    @property
+    def created(self) -> bool:
+        return self._backend is not None
+
+    async def backend(self, settings: Settings) -> MemoryBackend:
+        async with self._lock:
+            if self._backend is None:
+                base_url = self._resolve(settings)
+                if base_url is None:
+                    raise BackendError(
+                        "no Hindsight server is configured",
+                        hint="start one with `pi-hindsight server start`, or set hindsight.baseUrl "
+                        "in the config file or HINDSIGHT_BASE_URL",
+                    )
+                self._backend = await self._factory(base_url, settings.hindsight.api_key)
+            return self._backend
+
+    async def ensure_bank(
+        self, backend: MemoryBackend, bank_id: str, mission: str, *, timeout: float
+    ) -> None:
+        """Create ``bank_id`` once, with ``mission``, if the bank listing does not have it."""
+        if bank_id in self._banks_ready:
+            return
+        lock = self._bank_locks.setdefault(bank_id, asyncio.Lock())
+        async with lock:  # concurrent callers (recall and memo) check and create it once
+            if bank_id in self._banks_ready:
+                return
+            if not await backend.bank_exists(bank_id, timeout=timeout):
+                await backend.create_bank(bank_id, BankMissions(mission=mission), timeout=timeout)
+                logger.info("created bank %s", bank_id)
+            self._banks_ready.add(bank_id)
+
+    def note(self, error: BackendError | None) -> tuple[Notice, ...]:
+        """Track health; a notice only when the state changes (not on every request)."""
+        was_healthy = self.healthy
+        if error is None:
+            self.healthy, self.last_error = True, None
+            if was_healthy is False:
+                return (Notice("info", "Hindsight is reachable again; memory is back."),)
+            return ()
+        self.healthy, self.last_error = False, str(error)
+        if was_healthy is False:
+            return ()
+        return (Notice("warning", f"memory unavailable for this request: {error.describe()}"),)
+
+    async def close(self) -> None:
+        if self._backend is not None:
+            await self._backend.close()

@@ -1,0 +1,324 @@
+"""Preparing one request's memory: query, parallel recall (project, User bank, startup memo),
+budgets, safety, de-duplication against the visible session, and the outcome.
+
+Every request ends in exactly one outcome — delivered, nothing_found, skipped (and why),
+backend_unavailable or not_registered — returned to the host and recorded as evidence. Recall
+respects its own timeout (well inside the host's) and cancellation; a missing, stale or failing
+memo never blocks recall.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pi_hindsight.backend.records import MemoryBackend, MemoryRecord
+from pi_hindsight.config import Settings
+from pi_hindsight.engine.connection import HindsightConnection
+from pi_hindsight.engine.memo import MemoCache, MemoState, memo_id
+from pi_hindsight.engine.query import build_query, is_trivial
+from pi_hindsight.engine.render import MessageBuilder, SectionReport
+from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, USER_SCOPE_TAGS, Scope
+from pi_hindsight.engine.types import Delivery, DeliveryMemory, Notice, Outcome, UserRequest
+from pi_hindsight.errors import BackendError, PiHindsightError
+from pi_hindsight.redaction import redact
+
+logger = logging.getLogger(__name__)
+
+
+def redact_text(text: str) -> str:
+    return redact(text).text
+
+
+@dataclass
+class Prepared:
+    """A delivery plus what the evidence ledger records about it."""
+
+    delivery: Delivery
+    bank_ids: tuple[str, ...] = ()
+    record_ids: tuple[str, ...] = ()
+    omitted: int = 0
+    tokens: int | None = None
+    recall_ms: float | None = None
+    total_ms: float | None = None
+    memo: tuple[str, str | None] | None = None  # (memo id, refresh time) when it was included
+    sections: list[SectionReport] = field(default_factory=list)
+
+
+@dataclass
+class _Fetched:
+    project: list[MemoryRecord] | None = None
+    user: list[MemoryRecord] | None = None
+    memo: MemoState | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+class Deliverer:
+    def __init__(self, connection: HindsightConnection) -> None:
+        self.connection = connection
+        self.memos = MemoCache()
+
+    async def prepare(
+        self,
+        request: UserRequest,
+        scope: Scope | None,
+        settings: Settings,
+        memory: DeliveryMemory,
+        *,
+        off_reason: str | None,
+    ) -> Prepared:
+        started = time.perf_counter()
+        details: dict[str, Any] = {"requestId": request.request_id}
+        if scope is None:
+            return _outcome("not_registered", details, reason=off_reason or "memory is off")
+        details.update({"scopeId": scope.scope_id, "bankId": scope.bank_id})
+        recall = settings.recall
+        if recall.skip_trivial and is_trivial(request.prompt):
+            return _outcome("skipped", details, reason="trivial prompt")
+        if not settings.project_recall and not settings.user_bank_active:
+            return _outcome(
+                "skipped", details, reason=f"profile {settings.profile} recalls nothing"
+            )
+        query = build_query(
+            request.prompt,
+            memory.recent,
+            max_chars=recall.max_query_chars,
+            context_turns=recall.context_turns,
+        )
+        if not query:
+            return _outcome("skipped", details, reason="empty prompt")
+        query = redact_text(query)  # a secret in the prompt is not sent to recall either
+        timeout = recall.timeout_ms / 1000
+        try:
+            backend = await self.connection.backend(settings)
+            fetched = await asyncio.wait_for(
+                self._fetch(backend, scope, settings, query), timeout=timeout
+            )
+        except (BackendError, TimeoutError) as error:
+            failure = (
+                error
+                if isinstance(error, BackendError)
+                else BackendError(f"recall timed out after {timeout:.1f}s")
+            )
+            prepared = _outcome("backend_unavailable", details, reason=str(failure))
+            prepared.delivery = _with_notices(prepared.delivery, self.connection.note(failure))
+            return prepared
+        recall_ms = round((time.perf_counter() - started) * 1000, 1)
+        notices = self.connection.note(None) if not fetched.errors else ()
+        prepared = self._compose(request, scope, settings, memory, fetched, details)
+        prepared.recall_ms = recall_ms
+        prepared.total_ms = round((time.perf_counter() - started) * 1000, 1)
+        details["recallMs"] = recall_ms
+        prepared.delivery = _with_notices(prepared.delivery, notices)
+        return prepared
+
+    async def _fetch(
+        self, backend: MemoryBackend, scope: Scope, settings: Settings, query: str
+    ) -> _Fetched:
+        """Project recall, User bank recall and the memo, in parallel; each may fail alone.
+
+        Inner calls get shorter bounds than the caller's overall timeout, so a slow memo (or one
+        slow bank) fails on its own instead of taking the whole request down with it.
+        """
+        fetched = _Fetched()
+        overall = settings.recall.timeout_ms / 1000
+        recall_timeout, memo_timeout = overall * 0.9, overall * 0.6
+        jobs: dict[str, Any] = {}
+        if settings.project_recall:
+            jobs["project"] = self._recall(
+                backend,
+                scope.bank_id,
+                settings.banks.project.mission,
+                scope.tags,
+                query,
+                settings,
+                settings.recall.max_tokens,
+                recall_timeout,
+            )
+            if settings.memo.enabled and settings.memo.max_tokens > 0:
+                jobs["memo"] = self._memo(backend, scope, settings, memo_timeout)
+        if settings.user_bank_active:
+            preamble = settings.user_query_preamble
+            jobs["user"] = self._recall(
+                backend,
+                settings.banks.user.bank_id,
+                settings.banks.user.mission,
+                USER_SCOPE_TAGS,
+                f"{preamble} {query}" if preamble else query,
+                settings,
+                settings.user_max_tokens,
+                recall_timeout,
+            )
+        results = await asyncio.gather(*jobs.values(), return_exceptions=True)
+        first_error: BackendError | None = None
+        for name, value in zip(jobs, results, strict=True):
+            if not isinstance(value, BaseException):
+                setattr(fetched, name, value)
+                continue
+            if not isinstance(value, PiHindsightError):
+                raise value  # a bug or a cancellation: never swallowed
+            if name == "memo":
+                logger.info("startup memo unavailable: %s", value)
+                fetched.memo = MemoState("failed", error=str(value))
+                continue
+            fetched.errors.append(f"{name}: {value}")
+            if first_error is None and isinstance(value, BackendError):
+                first_error = value
+        if first_error is not None and fetched.project is None and fetched.user is None:
+            raise first_error  # no recall answered: the backend is unavailable
+        return fetched
+
+    async def _recall(
+        self,
+        backend: MemoryBackend,
+        bank_id: str,
+        mission: str,
+        tags: tuple[str, ...],
+        query: str,
+        settings: Settings,
+        max_tokens: int,
+        timeout: float,
+    ) -> list[MemoryRecord]:
+        await self.connection.ensure_bank(backend, bank_id, mission, timeout=timeout)
+        return await backend.recall(
+            bank_id,
+            query,
+            tags=tags,
+            tags_match=SCOPE_TAGS_MATCH,
+            max_tokens=max_tokens,
+            budget=settings.recall.budget,
+            timeout=timeout,
+        )
+
+    async def _memo(
+        self, backend: MemoryBackend, scope: Scope, settings: Settings, timeout: float
+    ) -> MemoState:
+        await self.connection.ensure_bank(
+            backend, scope.bank_id, settings.banks.project.mission, timeout=timeout
+        )
+        return await self.memos.get(
+            backend,
+            scope,
+            timeout=timeout,
+            min_refresh_interval_s=settings.memo.min_refresh_interval_s,
+        )
+
+    def _compose(
+        self,
+        request: UserRequest,
+        scope: Scope,
+        settings: Settings,
+        memory: DeliveryMemory,
+        fetched: _Fetched,
+        details: dict[str, Any],
+    ) -> Prepared:
+        builder = MessageBuilder(
+            scope_id=scope.scope_id,
+            bank_id=scope.bank_id,
+            recalled_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            ceiling_tokens=settings.recall.request_max_tokens,
+            redact=redact_text,
+        )
+        sections: list[SectionReport] = []
+        memo_included: tuple[str, str | None] | None = None
+        memo = fetched.memo
+        if memo is not None:
+            details["memo"] = memo.status
+            version = memo.version
+            if memo.status == "ready" and memo.model and version != memory.memo_version:
+                report = builder.add_memo(
+                    memo.model.content or "",
+                    refreshed=version,
+                    budget_tokens=settings.memo.max_tokens,
+                )
+                sections.append(report)
+                if report.tokens:
+                    memo_included = (memo_id(scope), memo.model.last_refreshed_at)
+                    details["memoVersion"] = version
+        bank_ids = [scope.bank_id]
+        if fetched.project:
+            sections.append(
+                builder.add_records(
+                    f"Project memory (bank {scope.bank_id})",
+                    fetched.project,
+                    kind="project",
+                    budget_tokens=settings.recall.max_tokens,
+                    already_delivered=memory.record_ids,
+                    already_delivered_keys=memory.record_keys,
+                )
+            )
+        if fetched.user is not None:
+            bank_ids.append(settings.banks.user.bank_id)
+        if fetched.user:
+            sections.append(
+                builder.add_records(
+                    f"The user's durable preferences (User bank {settings.banks.user.bank_id})",
+                    fetched.user,
+                    kind="user",
+                    budget_tokens=settings.user_max_tokens,
+                    already_delivered=memory.record_ids,
+                    already_delivered_keys=memory.record_keys,
+                )
+            )
+        block = builder.build()
+        details["omitted"] = {
+            "budget": sum(s.omitted_budget for s in sections),
+            "duplicate": sum(s.omitted_duplicate for s in sections),
+            "alreadyDelivered": sum(s.omitted_already_delivered for s in sections),
+        }
+        notices: tuple[Notice, ...] = tuple(
+            Notice("warning", f"part of memory is unavailable: {error}") for error in fetched.errors
+        )
+        if block is None:
+            found = len(fetched.project or ()) + len(fetched.user or ())
+            if found and details["omitted"]["alreadyDelivered"]:
+                prepared = _outcome(
+                    "skipped",
+                    details,
+                    reason="everything recalled was already delivered in this session",
+                )
+            else:
+                prepared = _outcome(
+                    "nothing_found", details, reason="recall found nothing in scope"
+                )
+            prepared.bank_ids = tuple(bank_ids)
+            prepared.sections = sections
+            prepared.delivery = _with_notices(prepared.delivery, notices)
+            return prepared
+        details["recordIds"] = list(block.record_ids)
+        details["recordKeys"] = list(block.record_keys)
+        details["tokens"] = block.tokens
+        memory.record_ids.update(block.record_ids)
+        memory.record_keys.update(block.record_keys)
+        if memo_included is not None:
+            memory.memo_version = details.get("memoVersion")
+        delivery = Delivery("delivered", block.text, details, notices)
+        return Prepared(
+            delivery=delivery,
+            bank_ids=tuple(bank_ids),
+            record_ids=block.record_ids,
+            omitted=block.omitted,
+            tokens=block.tokens,
+            memo=memo_included,
+            sections=sections,
+        )
+
+
+def _outcome(outcome: Outcome, details: dict[str, Any], *, reason: str) -> Prepared:
+    return Prepared(delivery=Delivery(outcome, None, details, reason=reason))
+
+
+def _with_notices(delivery: Delivery, notices: tuple[Notice, ...]) -> Delivery:
+    if not notices:
+        return delivery
+    return Delivery(
+        delivery.outcome,
+        delivery.text,
+        delivery.details,
+        (*delivery.notices, *notices),
+        delivery.reason,
+    )
