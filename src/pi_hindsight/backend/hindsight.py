@@ -119,6 +119,18 @@ class HindsightBackend:
         with contextlib.suppress(Exception):
             await self._client.close()  # type: ignore[no-untyped-call]  # generated code
 
+    @property
+    def api_client(self) -> ApiClient:
+        """The official client's API client, for modules that use more of its generated APIs
+        (``backend/maintenance.py``); wrap every call in :meth:`guarded`."""
+        return self._client
+
+    def guarded(
+        self, what: str, bank: str | None, timeout: float
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        """Translate foreign failures of the wrapped call and bound it by ``timeout``."""
+        return self._call(what, bank, timeout)
+
     @contextlib.asynccontextmanager
     async def _call(self, what: str, bank: str | None, timeout: float) -> AsyncIterator[None]:
         """Translate every foreign failure of the wrapped call and bound it by ``timeout``."""
