@@ -153,6 +153,9 @@ class Settings(_Model):
     evidence: EvidenceSettings = EvidenceSettings()
     memo: MemoSettings = MemoSettings()
     timeout_ms: int = Field(default=10_000, alias="timeoutMs", ge=500, le=120_000)
+    # Reflect synthesises with the server's LLM: its own bound (R-REFLECT-2); timeoutMs is not
+    # raised for it, and a cancel ends it at once.
+    reflect_timeout_ms: int = Field(default=120_000, alias="reflectTimeoutMs", ge=1_000, le=300_000)
 
     @property
     def prepare_timeout_ms(self) -> int:

@@ -6,13 +6,10 @@ import asyncio
 import json
 import random
 import re
-import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +20,7 @@ from pi_hindsight.backend.records import BankMissions, RetainItem
 from pi_hindsight.engine.render import estimate_tokens
 from pi_hindsight.engine.scope import USER_SCOPE_TAGS
 from tests.integration.test_sidecar_process import SidecarProcess
-from tests.plugins.pi import make_repo
+from tests.plugins.pi import BlackHole, make_repo
 
 pytestmark = pytest.mark.server
 
@@ -191,46 +188,6 @@ def test_budgets_are_never_exceeded_across_a_varied_corpus(
         finally:
             sidecar.close()
     assert checked >= len(configs) * 2  # memory was delivered in most cases: the bounds were tested
-
-
-class BlackHole:
-    """A loopback server that accepts connections and never answers."""
-
-    def __init__(self) -> None:
-        self.socket = socket.socket()
-        self.socket.bind(("127.0.0.1", 0))
-        self.socket.listen(16)
-        self.socket.settimeout(0.2)
-        self.held: list[socket.socket] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.socket.getsockname()[1]}"
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                connection, _ = self.socket.accept()
-            except OSError:
-                continue
-            self.held.append(connection)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        for connection in self.held:
-            connection.close()
-        self.socket.close()
-
-
-@pytest.fixture
-def black_hole() -> Iterator[BlackHole]:
-    hole = BlackHole()
-    yield hole
-    hole.close()
 
 
 def test_recall_respects_its_timeout_and_a_cancel_ends_it_at_once(

@@ -252,3 +252,43 @@ def canary() -> Iterator[ConnectionCanary]:
     listener = ConnectionCanary()
     yield listener
     listener.close()
+
+
+class BlackHole:
+    """A loopback server that accepts connections and never answers."""
+
+    def __init__(self) -> None:
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen(16)
+        self.socket.settimeout(0.2)
+        self.held: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.socket.getsockname()[1]}"
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:
+                continue
+            self.held.append(connection)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        for connection in self.held:
+            connection.close()
+        self.socket.close()
+
+
+@pytest.fixture
+def black_hole() -> Iterator[BlackHole]:
+    hole = BlackHole()
+    yield hole
+    hole.close()

@@ -365,5 +365,47 @@ class HindsightBackend:
             mental_model_ids=tuple(str(model.id) for model in models if model.id),
         )
 
+    async def list_memories(
+        self,
+        bank: str,
+        *,
+        tags: Sequence[str],
+        tags_match: TagsMatch,
+        timeout: float,
+        start_date: str | None = None,
+        end_date: str | None = None,
+        time_field: str | None = None,
+        fact_type: str | None = None,
+        limit: int = 50,
+    ) -> list[MemoryRecord]:
+        """The listing endpoint: the only place with hard date windows (recall has none)."""
+        async with self._call("memory listing", bank, timeout):
+            response = await self._memory.list_memories(
+                bank,
+                type=fact_type,
+                tags=list(tags),
+                tags_match=tags_match,
+                time_field=time_field or ("created_at" if start_date or end_date else None),
+                start_date=start_date,
+                end_date=end_date,
+                limit=limit,
+                _request_timeout=timeout,
+            )
+        return [
+            MemoryRecord(
+                id=item.id,
+                text=item.text or "",
+                type=item.fact_type,
+                context=item.context or None,
+                occurred_start=item.occurred_start,
+                occurred_end=item.occurred_end,
+                mentioned_at=item.mentioned_at,
+                document_id=item.document_id,
+                chunk_id=item.chunk_id,
+                tags=tuple(item.tags or ()),
+            )
+            for item in response.items
+        ]
+
 
 _STATES = {"pending", "processing", "completed", "failed", "cancelled", "not_found"}

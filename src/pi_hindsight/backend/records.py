@@ -156,3 +156,17 @@ class MemoryBackend(Protocol):
         max_tokens: int = 2048,
         context: str | None = None,
     ) -> ReflectResult: ...
+
+    async def list_memories(
+        self,
+        bank: str,
+        *,
+        tags: Sequence[str],
+        tags_match: TagsMatch,
+        timeout: float,
+        start_date: str | None = None,
+        end_date: str | None = None,
+        time_field: str | None = None,
+        fact_type: str | None = None,
+        limit: int = 50,
+    ) -> list[MemoryRecord]: ...

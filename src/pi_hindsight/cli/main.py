@@ -23,6 +23,7 @@ _SUBCOMMANDS: dict[str, str] = {
     "status": "pi_hindsight.cli.status_cmd:status",
     "outbox": "pi_hindsight.cli.outbox_cmd:outbox",
     "config": "pi_hindsight.cli.config_cmd:config",
+    "memory": "pi_hindsight.cli.memory_cmd:memory",
     "evidence": "pi_hindsight.cli.evidence_cmd:evidence",
 }
 

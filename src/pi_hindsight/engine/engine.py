@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,6 +45,7 @@ from pi_hindsight.engine.types import (
 )
 from pi_hindsight.errors import PiHindsightError, StateError
 from pi_hindsight.identity import resolve_identity
+from pi_hindsight.redaction import redact
 from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.evidence import EvidenceLedger
 from pi_hindsight.stores.evidence_schema import MemoInfo
@@ -422,32 +424,70 @@ class MemoryEngine:
             return 0
         if text.redacted:
             logger.info("redacted %d secret(s) from request %s", text.redacted, turn.request_id)
-        payload = {
-            "items": [
-                {
-                    "content": text.content,
-                    "document_id": f"pi-session-{turn.session_id}",
-                    "tags": list(scope.tags),
-                    "timestamp": datetime.now(UTC).isoformat(),
-                    "context": f"Pi coding session in project {scope.project_id}",
-                    "metadata": {
-                        "source": "pi",
-                        "session_id": turn.session_id,
-                        "request_id": turn.request_id,
-                    },
-                    "update_mode": "append",
-                }
-            ]
+        self._enqueue(
+            session_id=turn.session_id,
+            request_id=turn.request_id,
+            bank_id=scope.bank_id,
+            item={
+                "content": text.content,
+                "document_id": f"pi-session-{turn.session_id}",
+                "tags": list(scope.tags),
+                "context": f"Pi coding session in project {scope.project_id}",
+                "update_mode": "append",
+            },
+        )
+        return 1
+
+    def enqueue_note(
+        self,
+        *,
+        bank_id: str,
+        tags: tuple[str, ...],
+        content: str,
+        context: str | None,
+        kind: str,
+    ) -> str:
+        """An explicit note (a memory tool's retain): redacted, durable, its own document."""
+        session = self._require_session()
+        request_id = f"{kind}-{uuid.uuid4()}"
+        text = redact(content).text
+        self._enqueue(
+            session_id=session.info.session_id,
+            request_id=request_id,
+            bank_id=bank_id,
+            item={
+                "content": text,
+                "document_id": f"pi-{request_id}",
+                "tags": list(tags),
+                "context": redact(context).text if context else f"{kind} from a Pi session",
+                "update_mode": "replace",
+            },
+        )
+        return request_id
+
+    def _enqueue(
+        self, *, session_id: str, request_id: str, bank_id: str, item: dict[str, Any]
+    ) -> None:
+        item = {
+            **item,
+            "timestamp": datetime.now(UTC).isoformat(),
+            "metadata": {"source": "pi", "session_id": session_id, "request_id": request_id},
         }
         self.outbox().enqueue(
-            session_id=turn.session_id,
-            bank_id=scope.bank_id,
-            payload=payload,
-            request_id=turn.request_id,
+            session_id=session_id, bank_id=bank_id, payload={"items": [item]}, request_id=request_id
         )
         if self._worker is not None:
             self._worker.wake()
-        return 1
+
+    def wake_worker(self) -> None:
+        if self._worker is not None:
+            self._worker.wake()
+
+    def forget_memo(self) -> None:
+        """The memo is being refreshed: fetch it anew next time instead of from the cache."""
+        scope = self.scope()
+        if scope is not None:
+            self._deliverer.memos.forget(scope)
 
     # -- background retain -----------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pi_hindsight.engine.engine import MemoryEngine
 from pi_hindsight.engine.render import CUSTOM_TYPE, FENCE
+from pi_hindsight.engine.tools import MemoryTools
 from pi_hindsight.engine.transcript import TurnMessage
 from pi_hindsight.engine.types import (
     CompletedTurn,
@@ -28,6 +29,7 @@ from pi_hindsight.engine.types import (
 )
 from pi_hindsight.errors import PiHindsightError, RpcError
 from pi_hindsight.hosts import pi_context
+from pi_hindsight.hosts.pi_commands import PiCommands
 from pi_hindsight.rpc.protocol import INVALID_PARAMS, PROTOCOL_VERSION
 
 logger = logging.getLogger(__name__)
@@ -84,6 +86,11 @@ class CommandParams(_Params):
     args: str = ""
     has_ui: bool = Field(default=False, alias="hasUI")
     accepted: bool | None = None
+
+
+class ToolCallParams(_Params):
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
 
 
 class ShutdownParams(_Params):
@@ -214,6 +221,8 @@ class PiHost:
 
     def __init__(self, engine: MemoryEngine) -> None:
         self.engine = engine
+        self.tools = MemoryTools(engine)
+        self.commands = PiCommands(engine)
         self.handlers: dict[str, Handler] = {
             "initialize": self.initialize,
             "consent": self.consent,
@@ -237,14 +246,8 @@ class PiHost:
             if view.consent is None
             else {"title": view.consent.title, "message": view.consent.message},
             "offReason": view.off_reason,
-            "tools": [],
-            "commands": [
-                {"name": "hindsight", "description": "Hindsight memory: status at a glance"},
-                {
-                    "name": "hindsight:register",
-                    "description": "Register this project for Hindsight memory (asks first)",
-                },
-            ],
+            "tools": [spec.to_json() for spec in self.tools.specs()],
+            "commands": self.commands.specs(),
             "timeouts": {
                 "prepareMs": settings.prepare_timeout_ms,
                 "confirmMs": 1_000,
@@ -336,86 +339,14 @@ class PiHost:
         return self.engine.status()
 
     async def tool_call(self, params: dict[str, Any]) -> dict[str, Any]:
-        name = params.get("name")
-        raise RpcError(INVALID_PARAMS, f"unknown tool {name!r}")
+        parsed = _validate(ToolCallParams, params)
+        result = await self.tools.call(parsed.name, parsed.params)
+        return {
+            "content": [{"type": "text", "text": result.text}],
+            "details": result.details,
+            "isError": result.is_error,
+        }
 
     async def command(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = _validate(CommandParams, params)
-        if parsed.name == "hindsight":
-            return {"text": _status_text(self.engine.status()), "level": "info"}
-        if parsed.name == "hindsight:register":
-            return await self._register_command(parsed)
-        raise RpcError(INVALID_PARAMS, f"unknown command {parsed.name!r}")
-
-    async def _register_command(self, parsed: CommandParams) -> dict[str, Any]:
-        status = self.engine.status()
-        if status["enabled"]:
-            return {"text": f"already registered: {status['scope']['scopeId']}", "level": "info"}
-        if parsed.accepted is None:
-            return {
-                "confirm": {
-                    "title": "Register this project for Hindsight memory?",
-                    "message": "Conversations here will be retained and recalled later.",
-                    "method": "command",
-                    "params": {"name": parsed.name, "args": parsed.args},
-                }
-            }
-        view = await self.engine.answer_consent(parsed.accepted)
-        text = "registered; memory is on" if view.enabled else "not registered; memory stays off"
-        return {"text": text, "level": "info", "statusLine": view.status_line}
-
-
-def _status_text(status: dict[str, Any]) -> str:
-    """Status at a glance: what memory does here, and exactly why when it does nothing."""
-    lines: list[str] = []
-    project = f"{status.get('projectId')} (from {status.get('identitySource')})"
-    if not status["enabled"]:
-        lines.append(f"Hindsight memory is OFF: {status['offReason']}")
-        lines.append(f"  project: {project}")
-        proposed = status.get("proposedScope")
-        if proposed:
-            lines.append(
-                f"  would use: bank {proposed['bankId']}, tags {', '.join(proposed['tags'])}"
-            )
-    else:
-        scope = status["scope"]
-        lines.append(f"Hindsight memory is on — profile {status['profile']}")
-        lines.append(f"  project: {project}")
-        lines.append(f"  bank:    {scope['bankId']} ({status.get('bankRule')})")
-        lines.append(f"  tags:    {', '.join(scope['tags'])} (match {scope['tagsMatch']})")
-        recall = status["recall"]
-        user = f", user bank {recall['userMaxTokens']}" if recall["userBank"] else ""
-        lines.append(
-            f"  recall:  project {recall['maxTokens']} tokens{user}, memo "
-            f"{recall['memoMaxTokens']}, at most {recall['requestMaxTokens']} per request"
-        )
-        last = status["lastOutcome"] or "no request yet"
-        if status.get("lastReason"):
-            last = f"{last} ({status['lastReason']})"
-        lines.append(f"  last:    {last}")
-        lines.append(f"  retain:  {'automatic' if status['retain']['automatic'] else 'off'}")
-        backend = status["backend"]
-        health = {
-            True: "healthy",
-            False: f"unavailable ({backend['lastError']})",
-            None: "not contacted yet",
-        }
-        lines.append(f"  backend: {health[backend['healthy']]}")
-    outbox = status.get("outbox")
-    if outbox and "pending" in outbox:
-        lines.append(
-            f"  outbox:  {outbox['pending']} pending, {outbox['submitted']} awaiting confirmation, "
-            f"{outbox['dead']} dead"
-        )
-    evidence = status.get("evidence") or {}
-    if evidence.get("enabled"):
-        state = (
-            "recording"
-            if evidence.get("recording")
-            else f"NOT recording ({evidence.get('lastError')})"
-        )
-        note = f"; {evidence['retention']}" if evidence.get("retention") else ""
-        lines.append(f"  evidence: {state}{note}")
-    for problem in status.get("config", {}).get("problems", []):
-        lines.append(f"  config:  {problem}")
-    return "\n".join(lines)
+        return await self.commands.run(parsed.name, parsed.args, accepted=parsed.accepted)

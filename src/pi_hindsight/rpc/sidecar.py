@@ -45,7 +45,7 @@ def _warm_up() -> None:
         logger.exception("cannot import the Hindsight client")
 
 
-async def _create_backend(base_url: str, api_key: str | None) -> MemoryBackend:
+async def create_backend(base_url: str, api_key: str | None) -> MemoryBackend:
     module = await asyncio.to_thread(importlib.import_module, _BACKEND_MODULE)
     backend: MemoryBackend = module.HindsightBackend(base_url, api_key=api_key)
     return backend
@@ -261,7 +261,7 @@ async def _main(state_dir: Path, output: BinaryIO) -> None:
     engine = MemoryEngine(
         state_dir=state_dir,
         config_loader=lambda root: load_config(state_dir, project_root=root),
-        backend_factory=_create_backend,
+        backend_factory=create_backend,
         base_url_resolver=resolve_base_url(state_dir),
         context_reader=read_visible_context,
     )

@@ -63,8 +63,35 @@ SCHEMA = StoreSchema(
             )
             """,
         ),
+        Migration(
+            "memo operations",
+            """
+            CREATE TABLE operations (
+                operation_id TEXT PRIMARY KEY,
+                scope_id TEXT NOT NULL,
+                bank_id TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                subject TEXT NOT NULL,
+                requested_at REAL NOT NULL
+            );
+            CREATE INDEX operations_by_scope ON operations(scope_id, requested_at)
+            """,
+        ),
     ),
 )
+
+
+@dataclass(frozen=True)
+class OperationRecord:
+    """An operation this layer requested (a memo refresh), kept so its id can be looked up after
+    a restart — and only from the scope that requested it."""
+
+    operation_id: str
+    scope_id: str
+    bank_id: str
+    kind: str  # "memo-refresh"
+    subject: str  # the mental model id
+    requested_at: float
 
 
 @dataclass(frozen=True)
@@ -227,6 +254,33 @@ class Catalog:
                 "SELECT declined_at FROM declines WHERE project_id = ?", (project_id,)
             ).fetchone()
         return None if row is None else float(row["declined_at"])
+
+    # -- operations this layer requested -----------------------------------------------------
+
+    def record_operation(
+        self, *, operation_id: str, scope_id: str, bank_id: str, kind: str, subject: str
+    ) -> None:
+        with translated_errors("catalog", self.path), transaction(self._connection):
+            self._connection.execute(
+                "INSERT OR IGNORE INTO operations VALUES (?, ?, ?, ?, ?, ?)",
+                (operation_id, scope_id, bank_id, kind, subject, time.time()),
+            )
+
+    def operation(self, operation_id: str) -> OperationRecord | None:
+        with translated_errors("catalog", self.path):
+            row = self._connection.execute(
+                "SELECT * FROM operations WHERE operation_id = ?", (operation_id,)
+            ).fetchone()
+        if row is None:
+            return None
+        return OperationRecord(
+            operation_id=row["operation_id"],
+            scope_id=row["scope_id"],
+            bank_id=row["bank_id"],
+            kind=row["kind"],
+            subject=row["subject"],
+            requested_at=row["requested_at"],
+        )
 
     # -- export / import (R-LEGACY-2) --------------------------------------------------------
 

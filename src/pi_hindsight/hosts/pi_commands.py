@@ -1,0 +1,183 @@
+"""The ``/hindsight…`` commands in Pi (R-TOOLS-3): status at a glance, registration (asks first),
+templates, and recovery for the outbox and the evidence ledger. Each has a CLI twin."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pi_hindsight.engine.engine import MemoryEngine
+from pi_hindsight.errors import PiHindsightError, RpcError
+from pi_hindsight.rpc.protocol import INVALID_PARAMS
+
+CommandResult = dict[str, Any]
+
+COMMANDS: dict[str, str] = {
+    "hindsight": "Hindsight memory: status at a glance",
+    "hindsight:register": "Register this project for Hindsight memory (asks first)",
+    "hindsight:outbox": "Retain outbox: status; 'retry' re-queues dead letters",
+    "hindsight:evidence": "Evidence ledger: what memory the last requests received",
+}
+
+
+class PiCommands:
+    def __init__(self, engine: MemoryEngine) -> None:
+        self.engine = engine
+        self._handlers: dict[str, Callable[[str, bool | None], Awaitable[CommandResult]]] = {
+            "hindsight": self._status,
+            "hindsight:register": self._register,
+            "hindsight:outbox": self._outbox,
+            "hindsight:evidence": self._evidence,
+        }
+
+    def specs(self) -> list[dict[str, str]]:
+        return [{"name": name, "description": text} for name, text in COMMANDS.items()]
+
+    async def run(self, name: str, args: str, *, accepted: bool | None) -> CommandResult:
+        handler = self._handlers.get(name)
+        if handler is None:
+            raise RpcError(INVALID_PARAMS, f"unknown command {name!r}")
+        try:
+            return await handler(args.strip(), accepted)
+        except PiHindsightError as error:
+            return {"text": f"/{name} failed: {error.describe()}", "level": "error"}
+
+    async def _status(self, args: str, accepted: bool | None) -> CommandResult:
+        return {
+            "text": status_text(self.engine.status()),
+            "level": "info",
+            "statusLine": self.engine.status_line(),
+        }
+
+    async def _register(self, args: str, accepted: bool | None) -> CommandResult:
+        status = self.engine.status()
+        if status["enabled"]:
+            return {"text": f"already registered: {status['scope']['scopeId']}", "level": "info"}
+        if accepted is None:
+            proposed = status.get("proposedScope") or {}
+            return {
+                "confirm": {
+                    "title": "Register this project for Hindsight memory?",
+                    "message": (
+                        f"Project {status.get('projectId')} — bank {proposed.get('bankId')}, tags "
+                        f"{', '.join(proposed.get('tags', []))}. Conversations here will be "
+                        "retained and recalled later."
+                    ),
+                    "method": "command",
+                    "params": {"name": "hindsight:register", "args": args},
+                }
+            }
+        view = await self.engine.answer_consent(accepted)
+        text = "registered; memory is on" if view.enabled else "not registered; memory stays off"
+        return {"text": text, "level": "info", "statusLine": view.status_line}
+
+    async def _outbox(self, args: str, accepted: bool | None) -> CommandResult:
+        outbox = self.engine.outbox()
+        if args == "retry":
+            if accepted is None:
+                dead = outbox.health().dead
+                if not dead:
+                    return {"text": "no dead letters to retry", "level": "info"}
+                return {
+                    "confirm": {
+                        "title": f"Retry {dead} dead letter(s)?",
+                        "message": "They are sent again with their original idempotency keys.",
+                        "method": "command",
+                        "params": {"name": "hindsight:outbox", "args": "retry"},
+                    }
+                }
+            if not accepted:
+                return {"text": "nothing retried", "level": "info"}
+            retried = outbox.retry_dead(None)
+            self.engine.wake_worker()
+            return {"text": f"re-queued {retried} dead letter(s)", "level": "info"}
+        health = outbox.health()
+        lines = [
+            f"outbox: {health.pending} pending, {health.submitted} awaiting confirmation, "
+            f"{health.dead} dead, {health.done} done"
+        ]
+        if health.oldest_pending_age_s is not None:
+            lines.append(f"oldest pending: {health.oldest_pending_age_s:.0f}s")
+        if health.last_error:
+            lines.append(f"last error: {health.last_error}")
+        if health.dead:
+            lines.append("dead letters: `/hindsight:outbox retry`, or `pi-hindsight outbox list`")
+        return {"text": "\n".join(lines), "level": "warning" if health.dead else "info"}
+
+    async def _evidence(self, args: str, accepted: bool | None) -> CommandResult:
+        _, ledger, error = self.engine.stores
+        if ledger is None:
+            why = error or "evidence is disabled (evidence.enabled: false)"
+            return {"text": f"no evidence ledger: {why}", "level": "warning"}
+        page = ledger.list(limit=5)
+        lines = ["last requests (newest first):"]
+        for record in page.records:
+            attached = {True: "attached", False: "NOT attached", None: "attach ?"}[record.attached]
+            confirmed = {True: "in payload", False: "NOT in payload", None: "payload ?"}[
+                record.confirmed
+            ]
+            reason = f" ({record.reason})" if record.reason else ""
+            lines.append(
+                f"- {record.request_id[:8]} {record.outcome}{reason}: {record.record_count} "
+                f"memories, {attached}, {confirmed}"
+            )
+        stats = ledger.stats(counts=False)
+        lines.append(stats.retention_note)
+        lines.append("details: `pi-hindsight evidence explain ID`")
+        return {"text": "\n".join(lines), "level": "info"}
+
+
+def status_text(status: dict[str, Any]) -> str:
+    """Status at a glance: what memory does here, and exactly why when it does nothing."""
+    lines: list[str] = []
+    project = f"{status.get('projectId')} (from {status.get('identitySource')})"
+    if not status["enabled"]:
+        lines.append(f"Hindsight memory is OFF: {status['offReason']}")
+        lines.append(f"  project: {project}")
+        proposed = status.get("proposedScope")
+        if proposed:
+            lines.append(
+                f"  would use: bank {proposed['bankId']}, tags {', '.join(proposed['tags'])}"
+            )
+    else:
+        scope = status["scope"]
+        lines.append(f"Hindsight memory is on — profile {status['profile']}")
+        lines.append(f"  project: {project}")
+        lines.append(f"  bank:    {scope['bankId']} ({status.get('bankRule')})")
+        lines.append(f"  tags:    {', '.join(scope['tags'])} (match {scope['tagsMatch']})")
+        recall = status["recall"]
+        user = f", user bank {recall['userMaxTokens']}" if recall["userBank"] else ""
+        lines.append(
+            f"  recall:  project {recall['maxTokens']} tokens{user}, memo "
+            f"{recall['memoMaxTokens']}, at most {recall['requestMaxTokens']} per request"
+        )
+        last = status["lastOutcome"] or "no request yet"
+        if status.get("lastReason"):
+            last = f"{last} ({status['lastReason']})"
+        lines.append(f"  last:    {last}")
+        lines.append(f"  retain:  {'automatic' if status['retain']['automatic'] else 'off'}")
+        backend = status["backend"]
+        health = {
+            True: "healthy",
+            False: f"unavailable ({backend['lastError']})",
+            None: "not contacted yet",
+        }
+        lines.append(f"  backend: {health[backend['healthy']]}")
+    outbox = status.get("outbox")
+    if outbox and "pending" in outbox:
+        lines.append(
+            f"  outbox:  {outbox['pending']} pending, {outbox['submitted']} awaiting confirmation, "
+            f"{outbox['dead']} dead"
+        )
+    evidence = status.get("evidence") or {}
+    if evidence.get("enabled"):
+        state = (
+            "recording"
+            if evidence.get("recording")
+            else f"NOT recording ({evidence.get('lastError')})"
+        )
+        note = f"; {evidence['retention']}" if evidence.get("retention") else ""
+        lines.append(f"  evidence: {state}{note}")
+    for problem in status.get("config", {}).get("problems", []):
+        lines.append(f"  config:  {problem}")
+    return "\n".join(lines)
