@@ -25,6 +25,8 @@ _SUBCOMMANDS: dict[str, str] = {
     "config": "pi_hindsight.cli.config_cmd:config",
     "memory": "pi_hindsight.cli.memory_cmd:memory",
     "evidence": "pi_hindsight.cli.evidence_cmd:evidence",
+    "templates": "pi_hindsight.cli.templates_cmd:templates",
+    "bank": "pi_hindsight.cli.bank_cmd:bank",
 }
 
 

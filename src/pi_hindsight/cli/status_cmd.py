@@ -35,7 +35,7 @@ def collect_status(directory: Path, cwd: Path, *, check_server: bool) -> dict[st
     settings = loaded.settings
     catalog = Catalog(directory)
     try:
-        resolution = resolve_scope(cwd, settings, catalog)
+        resolution = resolve_scope(cwd, loaded.settings, catalog)
     finally:
         catalog.close()
     outbox = Outbox(directory)
@@ -53,6 +53,9 @@ def collect_status(directory: Path, cwd: Path, *, check_server: bool) -> dict[st
         "projectId": resolution.identity.project_id,
         "identitySource": resolution.identity.source,
         "registered": registered is not None,
+        "profile": settings.profile,
+        "bankRule": resolution.bank_rule,
+        "warnings": list(resolution.warnings),
         "offReason": None
         if registered
         else f"not registered; run `pi-hindsight scope register {cwd}`",
@@ -84,7 +87,10 @@ def status(cwd: Path, no_server: bool, state_dir: Path | None, as_json: bool) ->
     click.echo(f"directory: {data['cwd']}")
     click.echo(f"  project: {data['projectId']} (from {data['identitySource']})")
     if data["registered"]:
-        click.echo(f"  memory:  on — scope {scope['scope_id']}, bank {scope['bank_id']}")
+        click.echo(
+            f"  memory:  on — scope {scope['scope_id']}, bank {scope['bank_id']} "
+            f"({data['bankRule']}), profile {data['profile']}"
+        )
     else:
         click.echo(f"  memory:  OFF — {data['offReason']}")
     click.echo(f"  tags:    {', '.join(scope['tags'])} (match {scope['tagsMatch']})")
@@ -100,5 +106,7 @@ def status(cwd: Path, no_server: bool, state_dir: Path | None, as_json: bool) ->
     )
     if outbox["last_error"]:
         click.echo(f"           last error: {outbox['last_error']}")
+    for warning in data["warnings"]:
+        click.echo(f"warning:   {warning}")
     for problem in data["configProblems"]:
         click.echo(f"config:    {problem}")

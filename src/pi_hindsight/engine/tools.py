@@ -69,7 +69,9 @@ class _Args(BaseModel):
 
 
 class MemoryArgs(_Args):
-    action: Literal["status", "recall", "reflect", "refresh_memo", "retain"]
+    action: Literal[
+        "status", "recall", "reflect", "refresh_memo", "retain", "mission", "mental_models"
+    ]
     operation_id: str | None = Field(default=None, alias="operationId", max_length=100)
     query: str | None = Field(default=None, min_length=1, max_length=2_000)
     types: list[FactType] | None = Field(default=None, max_length=3)
@@ -79,6 +81,23 @@ class MemoryArgs(_Args):
     max_tokens: int | None = Field(default=None, alias="maxTokens", ge=50, le=4_000)
     content: str | None = Field(default=None, min_length=1, max_length=8_000)
     context: str | None = Field(default=None, max_length=500)
+    # maintenance of the selected bank (R-CONF-8): dry run unless apply is true
+    mission: str | None = Field(default=None, min_length=1, max_length=4_000)
+    retain_mission: str | None = Field(
+        default=None, alias="retainMission", min_length=1, max_length=4_000
+    )
+    observations_mission: str | None = Field(
+        default=None, alias="observationsMission", min_length=1, max_length=4_000
+    )
+    model_action: Literal["list", "create", "update", "delete"] | None = Field(
+        default=None, alias="modelAction"
+    )
+    model_id: str | None = Field(default=None, alias="modelId", max_length=200)
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    source_query: str | None = Field(
+        default=None, alias="sourceQuery", min_length=1, max_length=2_000
+    )
+    apply: bool = False
 
     @model_validator(mode="after")
     def _needs(self) -> MemoryArgs:
@@ -86,6 +105,10 @@ class MemoryArgs(_Args):
             raise ValueError(f"action {self.action!r} needs a non-empty 'query'")
         if self.action == "retain" and not self.content:
             raise ValueError("action 'retain' needs a non-empty 'content'")
+        if self.action == "mental_models" and self.model_action is None:
+            raise ValueError(
+                "action 'mental_models' needs 'modelAction' (list, create, update, delete)"
+            )
         if self.start_date and self.end_date and self.start_date >= self.end_date:
             raise ValueError("'startDate' must be before 'endDate'")
         return self
@@ -104,12 +127,23 @@ MEMORY_PARAMETERS: dict[str, Any] = {
     "properties": {
         "action": {
             "type": "string",
-            "enum": ["status", "recall", "reflect", "refresh_memo", "retain"],
+            "enum": [
+                "status",
+                "recall",
+                "reflect",
+                "refresh_memo",
+                "retain",
+                "mission",
+                "mental_models",
+            ],
             "description": (
                 "status: memory health (pass operationId to follow a refresh_memo); recall: "
                 "search this project's memory; reflect: a synthesised answer from memory with the "
                 "ids it is based on; refresh_memo: ask Hindsight to refresh the startup memo "
-                "(returns an operationId at once); retain: store a note in project memory"
+                "(returns an operationId at once); retain: store a note in project memory; "
+                "mission: read or change this bank's missions; mental_models: list, create, "
+                "update or delete this scope's mental models. Changes are a dry run unless "
+                "apply is true"
             ),
         },
         "operationId": {"type": "string", "description": "status: a refresh_memo operation id"},
@@ -125,6 +159,14 @@ MEMORY_PARAMETERS: dict[str, Any] = {
         "maxTokens": {"type": "integer", "minimum": 50, "maximum": 4000},
         "content": {"type": "string", "description": "retain: the note to keep"},
         "context": {"type": "string", "description": "reflect/retain: extra context"},
+        "mission": {"type": "string", "description": "mission: the new reflect mission"},
+        "retainMission": {"type": "string", "description": "mission: what retain should extract"},
+        "observationsMission": {"type": "string"},
+        "modelAction": {"type": "string", "enum": ["list", "create", "update", "delete"]},
+        "modelId": {"type": "string"},
+        "name": {"type": "string", "description": "mental_models: the model's name"},
+        "sourceQuery": {"type": "string", "description": "mental_models: what it answers"},
+        "apply": {"type": "boolean", "description": "really change it (default: dry run)"},
     },
 }
 RETAIN_GLOBAL_PARAMETERS: dict[str, Any] = {
@@ -222,6 +264,8 @@ class MemoryTools:
             "reflect": self._reflect,
             "refresh_memo": self._refresh_memo,
             "retain": self._retain,
+            "mission": self._mission,
+            "mental_models": self._mental_models,
         }
         return await actions[args.action](args)
 
@@ -401,6 +445,33 @@ class MemoryTools:
             f"Queued for project memory ({scope.scope_id}); the outbox delivers it to Hindsight.",
             {"outboxItem": queued, "bankId": scope.bank_id},
         )
+
+    async def _mission(self, args: MemoryArgs) -> ToolResult:
+        from pi_hindsight.engine import tool_maintenance  # noqa: PLC0415 - loads the client
+
+        rendered = await tool_maintenance.mission(
+            self.engine,
+            self._scope(),
+            new_mission=args.mission,
+            retain_mission=args.retain_mission,
+            observations_mission=args.observations_mission,
+            apply=args.apply,
+        )
+        return ToolResult(_bounded(rendered.text), rendered.details)
+
+    async def _mental_models(self, args: MemoryArgs) -> ToolResult:
+        from pi_hindsight.engine import tool_maintenance  # noqa: PLC0415 - loads the client
+
+        rendered = await tool_maintenance.models(
+            self.engine,
+            self._scope(),
+            action=args.model_action or "list",
+            model_id=args.model_id,
+            name=args.name,
+            source_query=args.source_query,
+            apply=args.apply,
+        )
+        return ToolResult(_bounded(rendered.text), rendered.details)
 
     async def _retain_global(self, params: dict[str, Any]) -> ToolResult:
         self._scope()

@@ -298,6 +298,7 @@ class PiHost:
             "message": message,
             "outcome": delivery.outcome,
             "reason": delivery.reason,
+            "recallMs": delivery.details.get("recallMs"),
             "notices": _notices(delivery.notices),
             "statusLine": self.engine.status_line(),
         }
@@ -349,4 +350,6 @@ class PiHost:
 
     async def command(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = _validate(CommandParams, params)
-        return await self.commands.run(parsed.name, parsed.args, accepted=parsed.accepted)
+        return await self.commands.run(
+            parsed.name, parsed.args, accepted=parsed.accepted, has_ui=parsed.has_ui
+        )

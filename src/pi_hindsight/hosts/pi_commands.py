@@ -15,6 +15,8 @@ CommandResult = dict[str, Any]
 COMMANDS: dict[str, str] = {
     "hindsight": "Hindsight memory: status at a glance",
     "hindsight:register": "Register this project for Hindsight memory (asks first)",
+    "hindsight:templates": "The bundled starter bank templates",
+    "hindsight:template-apply": "Apply a bundled template to the selected bank (previews first)",
     "hindsight:outbox": "Retain outbox: status; 'retry' re-queues dead letters",
     "hindsight:evidence": "Evidence ledger: what memory the last requests received",
 }
@@ -23,9 +25,12 @@ COMMANDS: dict[str, str] = {
 class PiCommands:
     def __init__(self, engine: MemoryEngine) -> None:
         self.engine = engine
+        self._has_ui = True
         self._handlers: dict[str, Callable[[str, bool | None], Awaitable[CommandResult]]] = {
             "hindsight": self._status,
             "hindsight:register": self._register,
+            "hindsight:templates": self._templates,
+            "hindsight:template-apply": self._template_apply,
             "hindsight:outbox": self._outbox,
             "hindsight:evidence": self._evidence,
         }
@@ -33,11 +38,14 @@ class PiCommands:
     def specs(self) -> list[dict[str, str]]:
         return [{"name": name, "description": text} for name, text in COMMANDS.items()]
 
-    async def run(self, name: str, args: str, *, accepted: bool | None) -> CommandResult:
+    async def run(
+        self, name: str, args: str, *, accepted: bool | None, has_ui: bool = True
+    ) -> CommandResult:
         handler = self._handlers.get(name)
         if handler is None:
             raise RpcError(INVALID_PARAMS, f"unknown command {name!r}")
         try:
+            self._has_ui = has_ui
             return await handler(args.strip(), accepted)
         except PiHindsightError as error:
             return {"text": f"/{name} failed: {error.describe()}", "level": "error"}
@@ -70,6 +78,58 @@ class PiCommands:
         view = await self.engine.answer_consent(accepted)
         text = "registered; memory is on" if view.enabled else "not registered; memory stays off"
         return {"text": text, "level": "info", "statusLine": view.status_line}
+
+    async def _templates(self, args: str, accepted: bool | None) -> CommandResult:
+        from pi_hindsight.engine import tool_maintenance  # noqa: PLC0415 - loads the client
+
+        text = tool_maintenance.templates_text()
+        return {"text": f"{text}\nApply one with /hindsight:template-apply NAME", "level": "info"}
+
+    async def _template_apply(self, args: str, accepted: bool | None) -> CommandResult:
+        """Preview (dry run) first; apply only after the user agreed to exactly that preview."""
+        from pi_hindsight.engine import tool_maintenance  # noqa: PLC0415 - loads the client
+
+        name = args.split(maxsplit=1)[0] if args.split() else ""
+        if not name:
+            return {
+                "text": "usage: /hindsight:template-apply NAME (see /hindsight:templates)",
+                "level": "warning",
+            }
+        scope = self.engine.scope()
+        if scope is None:
+            return {"text": "memory is off here; register the project first", "level": "warning"}
+        target = tool_maintenance.template_target(self.engine, scope, name)
+        if accepted is None:
+            return await self._template_preview(target, name)
+        if not accepted:
+            return {
+                "text": f"template {name} not applied (preview only); apply it with "
+                f"`pi-hindsight templates apply {name} --apply` or answer yes in Pi",
+                "level": "info",
+            }
+        applied = await tool_maintenance.template_apply(self.engine, target, name)
+        return {"text": applied.text, "level": "info"}
+
+    async def _template_preview(self, target: Any, name: str) -> CommandResult:
+        from pi_hindsight.engine import tool_maintenance  # noqa: PLC0415 - loads the client
+
+        preview = await tool_maintenance.template_preview(self.engine, target, name)
+        if not preview.details["changes"]:
+            return {"text": f"{preview.text}\nNothing to change.", "level": "info"}
+        if not self._has_ui:  # no dialog possible: show the preview, change nothing
+            return {
+                "text": f"{preview.text}\nNot applied: confirming needs an interactive "
+                f"session, or run `pi-hindsight templates apply {name} --apply`.",
+                "level": "info",
+            }
+        return {
+            "confirm": {
+                "title": f"Apply template {name} to {target.label}?",
+                "message": preview.text,
+                "method": "command",
+                "params": {"name": "hindsight:template-apply", "args": name},
+            }
+        }
 
     async def _outbox(self, args: str, accepted: bool | None) -> CommandResult:
         outbox = self.engine.outbox()

@@ -1,0 +1,120 @@
+"""The bank a maintenance command acts on: the one selected for ``--cwd``, resolved as a Pi
+session started there would resolve it (registered scope, or the User bank with ``--user``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from pi_hindsight.cli._common import resolve_state_dir
+from pi_hindsight.config import Settings, load_config
+from pi_hindsight.engine.scope import SESSION_PLACEHOLDER, USER_SCOPE_TAGS, resolve_scope
+from pi_hindsight.errors import BackendError, ConfigError, ScopeError
+from pi_hindsight.stores.catalog import Catalog
+
+if TYPE_CHECKING:
+    from pi_hindsight.backend.hindsight import HindsightBackend
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def cwd_option(function: F) -> F:
+    return click.option(
+        "--cwd",
+        type=click.Path(path_type=Path, exists=True, file_okay=False),
+        default=".",
+        help="Act on the bank selected for this directory (default: here).",
+    )(function)
+
+
+def user_option(function: F) -> F:
+    return click.option(
+        "--user",
+        "user_bank",
+        is_flag=True,
+        help="Act on the User bank (scope:user) instead of the project scope.",
+    )(function)
+
+
+def apply_option(function: F) -> F:
+    return click.option(
+        "--apply", "apply", is_flag=True, help="Make the change (default: a dry run)."
+    )(function)
+
+
+@dataclass(frozen=True)
+class Selected:
+    state_dir: Path
+    settings: Settings
+    scope_id: str
+    bank: str
+    tags: tuple[str, ...]
+    base_url: str
+
+    @property
+    def timeout(self) -> float:
+        return self.settings.timeout_ms / 1000
+
+
+def scope_for(state_dir: Path, cwd: Path, settings: Settings) -> tuple[str, str, tuple[str, ...]]:
+    """(scope id, bank, tags) of the registered scope for ``cwd``; refuses an unregistered one."""
+    catalog = Catalog(state_dir)
+    try:
+        resolution = resolve_scope(cwd, settings, catalog)
+    finally:
+        catalog.close()
+    scope = resolution.registered
+    if scope is None:
+        raise ScopeError(
+            f"{cwd} is not registered for memory, so it has no selected bank",
+            hint=f"register it first: `pi-hindsight scope register {cwd}`",
+        )
+    if SESSION_PLACEHOLDER in scope.bank_id:
+        raise ConfigError(
+            f"scope {scope.scope_id} uses one bank per session ({scope.bank_id})",
+            hint="maintenance acts on one bank; this scope has none to select",
+        )
+    return scope.scope_id, scope.bank_id, scope.tags
+
+
+def select(state_dir: Path | None, cwd: Path, *, user_bank: bool) -> Selected:
+    directory = resolve_state_dir(state_dir)
+    cwd = cwd.resolve()
+    settings = load_config(directory, project_root=cwd).settings
+    scope_id, bank, tags = scope_for(directory, cwd, settings)
+    if user_bank:
+        if not settings.user_bank_active:
+            raise ConfigError(
+                f"the User bank is off in profile {settings.profile!r}",
+                hint="choose a profile with the User bank: `pi-hindsight setup --profile "
+                "project+user`",
+            )
+        scope_id, bank, tags = "user", settings.banks.user.bank_id, USER_SCOPE_TAGS
+    from pi_hindsight.rpc.sidecar import resolve_base_url  # noqa: PLC0415 - keep --help fast
+
+    base_url = resolve_base_url(directory)(settings)
+    if base_url is None:
+        raise BackendError(
+            "no Hindsight server is configured", hint="run `pi-hindsight server start`"
+        )
+    return Selected(directory, settings, scope_id, bank, tuple(tags), base_url)
+
+
+def run(selected: Selected, call: Callable[[HindsightBackend], Awaitable[T]]) -> T:
+    """Run ``call`` with a backend for the selected server, and close it."""
+    from pi_hindsight.backend.hindsight import HindsightBackend  # noqa: PLC0415 - slow import
+
+    async def main() -> T:
+        backend = HindsightBackend(selected.base_url, api_key=selected.settings.hindsight.api_key)
+        try:
+            return await call(backend)
+        finally:
+            await backend.close()
+
+    return asyncio.run(main())

@@ -1,0 +1,9 @@
+"""Selected-bank maintenance, host-neutral: bundled bank templates, missions, mental models, and
+moving a scope's memories (docs/bank-maintenance.md).
+
+Every mutating operation is dry-run first: with ``apply=False`` (or ``preview_template``) it
+returns exactly the change it would make and changes nothing. Results are frozen dataclasses
+that the CLI and the agent tools render (``maintenance.render``) or serialise (``as_json``).
+
+The modules import the official client (slow, ~0.8 s): import them lazily from the sidecar.
+"""
