@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.plugins.pi import ConnectionCanary, PiWorld, make_repo
+from tests.plugins.pi import LoopbackListener, PiWorld, make_repo
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 
@@ -128,7 +128,7 @@ def test_a_second_registered_repository_never_receives_the_first_ones_fact(
 
 
 def test_an_unregistered_directory_gets_no_memory_and_makes_no_connection(
-    pi_world: PiWorld, tmp_path: Path, canary: ConnectionCanary
+    pi_world: PiWorld, tmp_path: Path, canary: LoopbackListener
 ) -> None:
     # Point the layer at a listener that counts connections: the headless run must make none.
     config_path = pi_world.state_dir / "config.json"

@@ -10,7 +10,7 @@ import pytest
 
 from tests.integration.test_budgets import _register
 from tests.integration.test_sidecar_process import SidecarProcess
-from tests.plugins.pi import BlackHole, PiRpc, PiWorld, make_repo
+from tests.plugins.pi import LoopbackListener, PiRpc, PiWorld, make_repo
 
 pytestmark = [pytest.mark.pi]
 
@@ -34,25 +34,12 @@ def _hung_state(tmp_path: Path, url: str) -> tuple[Path, Path]:
 
 
 def test_only_reflect_waits_long_and_a_cancel_ends_it_at_once(
-    black_hole: BlackHole, tmp_path: Path
+    black_hole: LoopbackListener, tmp_path: Path
 ) -> None:
     state, repo = _hung_state(tmp_path, black_hole.url)
     sidecar = SidecarProcess(state)
     try:
-        sidecar.send(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": 1,
-                    "cwd": str(repo),
-                    "sessionId": "s",
-                    "hasUI": False,
-                },
-            }
-        )
-        tools = {tool["name"]: tool for tool in sidecar.read()["result"]["tools"]}
+        tools = {tool["name"]: tool for tool in sidecar.initialize(repo)["tools"]}
         assert tools["hindsight_memory"]["timeoutMs"] >= 120_000  # the host waits for reflect
 
         started = time.monotonic()
@@ -98,7 +85,7 @@ def test_only_reflect_waits_long_and_a_cancel_ends_it_at_once(
 
 
 def test_esc_in_pi_ends_a_running_reflect_promptly(
-    pi_world: PiWorld, black_hole: BlackHole, tmp_path: Path
+    pi_world: PiWorld, black_hole: LoopbackListener, tmp_path: Path
 ) -> None:
     state, repo = _hung_state(tmp_path, black_hole.url)
     pi_world.state_dir = state

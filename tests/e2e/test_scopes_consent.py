@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_memory_loop import FACT, QUESTION, _memory_after, _messages, _requests_for
-from tests.plugins.pi import ConnectionCanary, PiRpc, PiWorld, make_repo
+from tests.plugins.pi import LoopbackListener, PiRpc, PiWorld, make_repo
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 
@@ -111,7 +111,7 @@ def test_interactive_consent_registers_and_the_next_request_gets_memory(
 
 
 def test_declined_consent_registers_nothing_connects_nowhere_and_is_not_asked_again(
-    pi_world: PiWorld, tmp_path: Path, canary: ConnectionCanary
+    pi_world: PiWorld, tmp_path: Path, canary: LoopbackListener
 ) -> None:
     _point_at(pi_world, canary.url)
     repo = make_repo(tmp_path / "private", "https://example.com/team/private.git")
@@ -154,7 +154,7 @@ def _write_repo_file(repo: Path, data: dict[str, Any]) -> None:
 
 
 def test_a_repository_file_cannot_enable_memory_or_change_the_server(
-    pi_world: PiWorld, tmp_path: Path, canary: ConnectionCanary
+    pi_world: PiWorld, tmp_path: Path, canary: LoopbackListener
 ) -> None:
     hostile = {
         "enabled": True,

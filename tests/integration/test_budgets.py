@@ -20,7 +20,7 @@ from pi_hindsight.backend.records import BankMissions, RetainItem
 from pi_hindsight.engine.render import estimate_tokens
 from pi_hindsight.engine.scope import USER_SCOPE_TAGS
 from tests.integration.test_sidecar_process import SidecarProcess
-from tests.plugins.pi import BlackHole, make_repo
+from tests.plugins.pi import LoopbackListener, make_repo
 
 pytestmark = pytest.mark.server
 
@@ -140,20 +140,7 @@ def test_budgets_are_never_exceeded_across_a_varied_corpus(
         _register(state, repo)
         sidecar = SidecarProcess(state)
         try:
-            sidecar.send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": 1,
-                        "cwd": str(repo),
-                        "sessionId": f"s{index}",
-                        "hasUI": False,
-                    },
-                }
-            )
-            assert sidecar.read()["result"]["enabled"] is True
+            assert sidecar.initialize(repo, f"s{index}")["enabled"] is True
             for number, query in enumerate(queries):
                 sidecar.send(
                     {
@@ -191,7 +178,7 @@ def test_budgets_are_never_exceeded_across_a_varied_corpus(
 
 
 def test_recall_respects_its_timeout_and_a_cancel_ends_it_at_once(
-    black_hole: BlackHole, tmp_path: Path
+    black_hole: LoopbackListener, tmp_path: Path
 ) -> None:
     """Regression: a hung server must never hold the prompt beyond recall.timeoutMs, and the
     host's cancel must end the call immediately (not after the timeout)."""
@@ -204,20 +191,7 @@ def test_recall_respects_its_timeout_and_a_cancel_ends_it_at_once(
     _register(state, repo)
     sidecar = SidecarProcess(state)
     try:
-        sidecar.send(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": 1,
-                    "cwd": str(repo),
-                    "sessionId": "s",
-                    "hasUI": False,
-                },
-            }
-        )
-        sidecar.read()
+        sidecar.initialize(repo)
         started = time.monotonic()
         sidecar.send(
             {

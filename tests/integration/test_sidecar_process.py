@@ -40,6 +40,20 @@ class SidecarProcess:
         value: dict[str, Any] = json.loads(line)
         return value
 
+    def call(self, request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send a request and read the next message (the answer, in these sequential tests)."""
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        return self.read()
+
+    def initialize(self, cwd: Path, session_id: str = "s") -> dict[str, Any]:
+        answer = self.call(
+            1,
+            "initialize",
+            {"protocolVersion": 1, "cwd": str(cwd), "sessionId": session_id, "hasUI": False},
+        )
+        result: dict[str, Any] = answer["result"]
+        return result
+
     def stderr(self) -> str:
         if self.process.poll() is None or self.process.stderr is None:
             return ""

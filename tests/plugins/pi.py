@@ -215,53 +215,18 @@ class PiRpc:
                     stream.close()
 
 
-class ConnectionCanary:
-    """A loopback listener that records every connection made to it."""
+class LoopbackListener:
+    """A loopback TCP listener that counts every connection made to it. ``hold=False`` closes
+    each at once (a canary: was anything contacted?); ``hold=True`` keeps them open and never
+    answers (a hung server)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, hold: bool = False) -> None:
+        self.hold = hold
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.socket.bind(("127.0.0.1", 0))
         self.socket.listen(16)
         self.socket.settimeout(0.2)
         self.connections = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.socket.getsockname()[1]}"
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                connection, _ = self.socket.accept()
-            except OSError:
-                continue
-            self.connections += 1
-            connection.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.socket.close()
-
-
-@pytest.fixture
-def canary() -> Iterator[ConnectionCanary]:
-    listener = ConnectionCanary()
-    yield listener
-    listener.close()
-
-
-class BlackHole:
-    """A loopback server that accepts connections and never answers."""
-
-    def __init__(self) -> None:
-        self.socket = socket.socket()
-        self.socket.bind(("127.0.0.1", 0))
-        self.socket.listen(16)
-        self.socket.settimeout(0.2)
         self.held: list[socket.socket] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._accept, daemon=True)
@@ -277,7 +242,11 @@ class BlackHole:
                 connection, _ = self.socket.accept()
             except OSError:
                 continue
-            self.held.append(connection)
+            self.connections += 1
+            if self.hold:
+                self.held.append(connection)
+            else:
+                connection.close()
 
     def close(self) -> None:
         self._stop.set()
@@ -288,7 +257,14 @@ class BlackHole:
 
 
 @pytest.fixture
-def black_hole() -> Iterator[BlackHole]:
-    hole = BlackHole()
-    yield hole
-    hole.close()
+def canary() -> Iterator[LoopbackListener]:
+    listener = LoopbackListener()
+    yield listener
+    listener.close()
+
+
+@pytest.fixture
+def black_hole() -> Iterator[LoopbackListener]:
+    listener = LoopbackListener(hold=True)
+    yield listener
+    listener.close()

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from pi_hindsight.identity import normalise_remote, resolve_identity
+from tests.plugins.pi import make_repo
 
 
 @pytest.mark.parametrize(
@@ -29,26 +30,6 @@ def test_normalise_remote(url: str, expected: str | None) -> None:
 
 def _git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def make_repo(path: Path, remote: str | None = None) -> Path:
-    path.mkdir(parents=True)
-    _git(path, "init", "-q", "-b", "main")
-    _git(
-        path,
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@example.com",
-        "commit",
-        "-q",
-        "--allow-empty",
-        "-m",
-        "init",
-    )
-    if remote:
-        _git(path, "remote", "add", "origin", remote)
-    return path
 
 
 def test_remote_wins_and_credentials_never_reach_the_id(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from pi_hindsight.engine.scope import (
 from pi_hindsight.errors import StateError
 from pi_hindsight.identity import resolve_identity
 from pi_hindsight.stores.catalog import Catalog
-from tests.unit.test_identity import make_repo
+from tests.plugins.pi import make_repo
 
 
 def _settings(**data: object) -> Settings:

@@ -42,6 +42,22 @@ def memo_trigger(min_refresh_interval_s: int) -> dict[str, object]:
     }
 
 
+async def create_memo(
+    backend: MemoryBackend, scope: Scope, *, timeout: float, min_refresh_interval_s: int
+) -> str | None:
+    """Create the scope's memo (its first refresh starts at once); returns that operation id."""
+    return await backend.create_mental_model(
+        scope.bank_id,
+        model_id=memo_id(scope),
+        name=f"Startup memo: {scope.scope_id}",
+        source_query=MEMO_SOURCE_QUERY,
+        tags=scope.tags,
+        max_tokens=MEMO_MAX_TOKENS,
+        trigger=memo_trigger(min_refresh_interval_s),
+        timeout=timeout,
+    )
+
+
 @dataclass(frozen=True)
 class MemoState:
     status: MemoStatus
@@ -75,15 +91,8 @@ class MemoCache:
             return cached[1]
         model = await backend.get_mental_model(scope.bank_id, key, timeout=timeout)
         if model is None:
-            operation_id = await backend.create_mental_model(
-                scope.bank_id,
-                model_id=key,
-                name=f"Startup memo: {scope.scope_id}",
-                source_query=MEMO_SOURCE_QUERY,
-                tags=scope.tags,
-                max_tokens=MEMO_MAX_TOKENS,
-                trigger=memo_trigger(min_refresh_interval_s),
-                timeout=timeout,
+            operation_id = await create_memo(
+                backend, scope, timeout=timeout, min_refresh_interval_s=min_refresh_interval_s
             )
             state = MemoState("created", operation_id=operation_id)
         elif not model.content:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pi_hindsight.backend.records import MemoryRecord
-from pi_hindsight.engine.memo import MEMO_MAX_TOKENS, MEMO_SOURCE_QUERY, memo_id, memo_trigger
+from pi_hindsight.engine.memo import create_memo, memo_id
 from pi_hindsight.engine.render import defuse, render_record
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, USER_SCOPE_TAGS, Scope
 from pi_hindsight.errors import BackendError, PiHindsightError
@@ -397,15 +397,11 @@ class MemoryTools:
         )
         model_id = memo_id(scope)
         if await backend.get_mental_model(scope.bank_id, model_id, timeout=timeout) is None:
-            operation_id = await backend.create_mental_model(
-                scope.bank_id,
-                model_id=model_id,
-                name=f"Startup memo: {scope.scope_id}",
-                source_query=MEMO_SOURCE_QUERY,
-                tags=scope.tags,
-                max_tokens=MEMO_MAX_TOKENS,
-                trigger=memo_trigger(settings.memo.min_refresh_interval_s),
+            operation_id = await create_memo(
+                backend,
+                scope,
                 timeout=timeout,
+                min_refresh_interval_s=settings.memo.min_refresh_interval_s,
             )
         else:
             operation_id = await backend.refresh_mental_model(

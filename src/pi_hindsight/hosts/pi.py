@@ -108,20 +108,6 @@ def _validate(model: type[ParamsT], params: dict[str, Any]) -> ParamsT:
         raise RpcError(INVALID_PARAMS, f"invalid params: {problems}") from error
 
 
-def _text_of(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            block["text"]
-            for block in content
-            if isinstance(block, dict)
-            and block.get("type") == "text"
-            and isinstance(block.get("text"), str)
-        )
-    return ""
-
-
 # Pi's own text for summaries it hands the model as user messages (pi-coding-agent
 # core/messages.js): such a message is Pi's summary, never the user's words.
 _SUMMARY_PREFIXES = (
@@ -143,7 +129,7 @@ def turn_messages(messages: list[dict[str, Any]]) -> list[TurnMessage]:
     for message in messages:
         role = message.get("role")
         if role == "user":
-            text = _text_of(message.get("content"))
+            text = pi_context.text_of(message.get("content"))
             head = text.lstrip()
             if head.startswith(f"<{FENCE}") or head.startswith(_SUMMARY_PREFIXES):
                 continue  # defensive: our memory block or a summary, whatever role it has
@@ -151,7 +137,7 @@ def turn_messages(messages: list[dict[str, Any]]) -> list[TurnMessage]:
         elif role == "assistant":
             content = message.get("content")
             blocks = content if isinstance(content, list) else []
-            text = _text_of(blocks)
+            text = pi_context.text_of(blocks)
             if text.strip():
                 turn.append(TurnMessage("assistant", text))
             for block in blocks:
@@ -170,7 +156,7 @@ def turn_messages(messages: list[dict[str, Any]]) -> list[TurnMessage]:
             turn.append(
                 TurnMessage(
                     "tool_result",
-                    _text_of(message.get("content")),
+                    pi_context.text_of(message.get("content")),
                     tool_name=str(message.get("toolName") or ""),
                     is_error=message.get("isError") is True,
                 )

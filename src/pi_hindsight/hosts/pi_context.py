@@ -121,13 +121,14 @@ def recent_turns(entries: Iterable[dict[str, Any]], limit: int) -> list[tuple[st
         message = entry.get("message")
         if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
             continue
-        text = _text(message.get("content"))
+        text = text_of(message.get("content"))
         if text.strip():
             turns.append((str(message["role"]), text))
     return turns[-limit:] if limit > 0 else []
 
 
-def _text(content: object) -> str:
+def text_of(content: object) -> str:
+    """The text of a Pi message's content (a string, or text blocks; images ignored)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
