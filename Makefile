@@ -51,8 +51,11 @@ format: install
 
 check: lint types test
 
+# Each prints medians and side-by-side ratios; retain_bench takes ~15 minutes (a 2,000-item drain).
 bench: install
 	$(PY) bench/sidecar_latency.py
+	$(PY) bench/evidence_bench.py
+	$(PY) bench/retain_bench.py
 
 clean:
 	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache
