@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +56,12 @@ def text_of(content: Any) -> str:
 def main() -> None:
     if not PI.exists():
         raise SystemExit("Pi is not installed; run `make install` first")
+    state_dir = DEMO / "agent" / "hindsight"
+    server_state = DEMO / "server-state"  # the local server's data is kept between runs
+    # Start each run from empty memory (a bank of its own) so an earlier run cannot blur it.
     shutil.rmtree(DEMO / "agent", ignore_errors=True)
     shutil.rmtree(DEMO / "repo", ignore_errors=True)
-    state_dir = DEMO / "agent" / "hindsight"
-    server_state = DEMO / "server-state"
+    bank = f"pi-demo-{time.strftime('%Y%m%d-%H%M%S')}"
     agent_dir = DEMO / "agent"
     repo = DEMO / "repo" / "shop"
     env = dict(
@@ -106,7 +109,7 @@ def main() -> None:
                 json.dumps(
                     {
                         "hindsight": {"baseUrl": info.base_url},
-                        "banks": {"project": {"bankId": "pi-demo"}},
+                        "banks": {"project": {"bankId": bank}},
                     }
                 )
             )
