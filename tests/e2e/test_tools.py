@@ -241,3 +241,23 @@ def test_cli_parity_for_recall_and_status(pi_world: PiWorld, tools_repo: Path) -
     assert "Zephyr" in json.loads(recalled.stdout)["text"]
     status = json.loads(pi_world.cli("memory", "status", "--cwd", str(tools_repo), "--json").stdout)
     assert status["details"]["status"]["scope"]["tags"] == list(TAGS)
+
+
+def test_an_explicit_project_note_reaches_project_memory(
+    pi_world: PiWorld, tools_repo: Path
+) -> None:
+    _script(
+        pi_world,
+        "note that",
+        "hindsight_memory",
+        {"action": "retain", "content": "The nightly build runs on the Wombat runner."},
+    )
+    pi_world.run(tools_repo, "Please note that the nightly build runs on Wombat.")
+    assert "Queued for project memory" in _tool_result(pi_world)
+    pi_world.drain()
+    recalled = json.loads(
+        pi_world.cli(
+            "memory", "recall", "nightly build runner", "--cwd", str(tools_repo), "--json"
+        ).stdout
+    )
+    assert "Wombat" in recalled["text"]
