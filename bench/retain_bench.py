@@ -38,6 +38,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from _sidecar import Sidecar  # bench/_sidecar.py (benchmarks run as scripts)
+
 BYTES_REQUESTS = int(os.environ.get("BENCH_BYTES_REQUESTS", "200"))
 ENQUEUE_ITEMS = int(os.environ.get("BENCH_ENQUEUE_ITEMS", "5000"))
 BACKLOG = int(os.environ.get("BENCH_BACKLOG", "2000"))
@@ -160,42 +162,6 @@ class CountingProxy:
     def close(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
-
-
-class Sidecar:
-    def __init__(self, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "pi_hindsight", "serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-        )
-        self.next_id = 0
-        self.read()  # ready
-
-    def read(self) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        message: dict[str, Any] = json.loads(self.process.stdout.readline())
-        return message
-
-    def call(self, method: str, params: dict[str, Any]) -> Any:
-        assert self.process.stdin is not None
-        self.next_id += 1
-        line = json.dumps(
-            {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
-        )
-        self.process.stdin.write(line.encode() + b"\n")
-        self.process.stdin.flush()
-        while True:
-            message = self.read()
-            if message.get("id") == self.next_id:
-                if "error" in message:
-                    raise RuntimeError(message["error"])
-                return message["result"]
-
-    def close(self) -> None:
-        self.call("shutdown", {"reason": "quit"})
-        self.process.wait(timeout=30)
 
 
 def bytes_per_request(base_url: str, work: Path) -> dict[str, float]:

@@ -22,7 +22,8 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+
+from _sidecar import Sidecar  # bench/_sidecar.py (benchmarks run as scripts)
 
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "200"))
 COLD_STARTS = int(os.environ.get("BENCH_COLD_STARTS", "15"))
@@ -31,43 +32,6 @@ COLD_STARTS = int(os.environ.get("BENCH_COLD_STARTS", "15"))
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-class Sidecar:
-    def __init__(self, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "pi_hindsight", "serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-        )
-        self.next_id = 0
-        self.read()  # ready
-
-    def read(self) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        message: dict[str, Any] = json.loads(self.process.stdout.readline())
-        return message
-
-    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        assert self.process.stdin is not None
-        self.next_id += 1
-        line = json.dumps(
-            {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
-        )
-        self.process.stdin.write(line.encode() + b"\n")
-        self.process.stdin.flush()
-        while True:
-            message = self.read()
-            if message.get("id") == self.next_id:
-                if "error" in message:
-                    raise RuntimeError(message["error"])
-                result: dict[str, Any] = message["result"]
-                return result
-
-    def close(self) -> None:
-        self.call("shutdown", {"reason": "quit"})
-        self.process.wait(timeout=30)
 
 
 def cold_start(env: dict[str, str]) -> tuple[list[float], list[float]]:
