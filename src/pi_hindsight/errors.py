@@ -8,8 +8,12 @@ does about it, not by where it happened::
     ├── StateError             a local state file (catalog, outbox, evidence) is unusable
     │   └── CorruptStateError  ...because it is damaged or foreign; it is set aside, never deleted
     ├── ScopeError             the session has no usable scope (e.g. not registered)
+    ├── NoSession              a call that needs a session came before ``initialize``
     ├── BackendError           talking to Hindsight failed
     │   ├── BackendUnavailable     transport failure or timeout: retry later
+    │   │   └── BackendMalformed       an answer that is not Hindsight's (does not parse: a proxy,
+    │   │                              another server, a bug): retry later with backoff; never
+    │   │                              the item's fault, so never dead-lettered for it
     │   ├── BackendRejected        4xx that will never succeed as sent: do not retry
     │   │   └── BankNotFound
     │   └── BackendServerError     5xx / 429: retry with backoff (``retry_after`` when given)
@@ -55,6 +59,10 @@ class ScopeError(PiHindsightError):
     """The session has no usable memory scope."""
 
 
+class NoSession(PiHindsightError):
+    """A call that needs the session came before the host opened one (``initialize``)."""
+
+
 class BackendError(PiHindsightError):
     """A call to Hindsight failed."""
 
@@ -77,6 +85,10 @@ class BackendError(PiHindsightError):
 
 class BackendUnavailable(BackendError):
     """Hindsight could not be reached, or did not answer in time. Retry later."""
+
+
+class BackendMalformed(BackendUnavailable):
+    """Hindsight's answer did not have the shape its API promises. Retry later, with backoff."""
 
 
 class BackendRejected(BackendError):

@@ -25,6 +25,9 @@ class ProjectIdentity:
     project_id: str
     source: IdentitySource
     root: Path  # the directory the identity was read from (repository top level or start dir)
+    # The repository's common git dir: every worktree of one clone shares it, so it tells a
+    # worktree of a registered clone (the same location) from another clone (a new location).
+    git_common_dir: Path | None = None
 
 
 def _git(cwd: Path, *args: str) -> str | None:
@@ -78,29 +81,56 @@ def _path_id(path: Path) -> str:
     return f"{name}-{digest}"
 
 
+def _remote_url(start_dir: Path) -> str | None:
+    """``origin``'s URL, else the first remote's (one git call for all of them)."""
+    listing = _git(start_dir, "config", "--get-regexp", r"^remote\..*\.url$")
+    if not listing:
+        return None
+    urls: list[tuple[str, str]] = []
+    for line in listing.splitlines():
+        key, _, url = line.partition(" ")
+        name = key.removeprefix("remote.").removesuffix(".url")
+        if url:
+            urls.append((name, url))
+    for name, url in urls:
+        if name == "origin":
+            return url
+    return urls[0][1] if urls else None
+
+
+def git_common_dir(directory: Path) -> Path | None:
+    """The common git dir of the repository ``directory`` is in, if it is in one."""
+    located = _git(directory, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    return Path(located).resolve() if located else None
+
+
 def resolve_identity(start_dir: Path, *, pin: str | None = None) -> ProjectIdentity:
     start_dir = start_dir.resolve()
-    top = _git(start_dir, "rev-parse", "--show-toplevel")
-    root = Path(top) if top else start_dir
-    if pin:
-        return ProjectIdentity(project_id=pin, source="pin", root=root)
-    if top is None:
+    located = _git(
+        start_dir, "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-common-dir"
+    )
+    lines = located.splitlines() if located else []
+    if len(lines) != 2:  # not inside a work tree (no repository, or a bare one)
+        if pin:
+            return ProjectIdentity(project_id=pin, source="pin", root=start_dir)
         return ProjectIdentity(project_id=_path_id(start_dir), source="directory", root=start_dir)
-    remote_url = _git(start_dir, "config", "--get", "remote.origin.url")
-    if remote_url is None:
-        remotes = _git(start_dir, "remote")
-        if remotes:
-            remote_url = _git(start_dir, "config", "--get", f"remote.{remotes.split()[0]}.url")
+    root, common_path = Path(lines[0]), Path(lines[1]).resolve()
+    if pin:
+        return ProjectIdentity(project_id=pin, source="pin", root=root, git_common_dir=common_path)
+    remote_url = _remote_url(start_dir)
     if remote_url:
         normalised = normalise_remote(remote_url)
         if normalised:
-            return ProjectIdentity(project_id=normalised, source="git-remote", root=root)
-    common = _git(start_dir, "rev-parse", "--path-format=absolute", "--git-common-dir")
-    if common:
-        common_path = Path(common)
-        # The common dir is `<repo>/.git` for ordinary repositories; name the id after the repo.
-        named = common_path.parent if common_path.name == ".git" else common_path
-        digest = hashlib.sha256(str(common_path.resolve()).encode()).hexdigest()[:12]
-        name = re.sub(r"[^a-z0-9._-]+", "-", named.name.lower()).strip("-") or "repo"
-        return ProjectIdentity(project_id=f"{name}-{digest}", source="git-common-dir", root=root)
-    return ProjectIdentity(project_id=_path_id(start_dir), source="directory", root=start_dir)
+            return ProjectIdentity(
+                project_id=normalised, source="git-remote", root=root, git_common_dir=common_path
+            )
+    # The common dir is `<repo>/.git` for ordinary repositories; name the id after the repo.
+    named = common_path.parent if common_path.name == ".git" else common_path
+    digest = hashlib.sha256(str(common_path).encode()).hexdigest()[:12]
+    name = re.sub(r"[^a-z0-9._-]+", "-", named.name.lower()).strip("-") or "repo"
+    return ProjectIdentity(
+        project_id=f"{name}-{digest}",
+        source="git-common-dir",
+        root=root,
+        git_common_dir=common_path,
+    )

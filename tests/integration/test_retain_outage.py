@@ -78,7 +78,7 @@ def test_an_outage_loses_nothing_slows_nothing_and_delivers_in_order_afterwards(
     first = Sidecar(isolated_dirs)
     second: Sidecar | None = None
     try:
-        first.initialize(repo, a)
+        bounds = first.initialize(repo, a)["timeouts"]
         for text in texts[a]:
             first.turn(a, str(uuid.uuid4()), exchange(text))
         wait_until_delivered(first)
@@ -107,13 +107,16 @@ def test_an_outage_loses_nothing_slows_nothing_and_delivers_in_order_afterwards(
                 slowest_turn = max(slowest_turn, took)
             time.sleep(0.5)  # the outage lasts a while: the workers go offline and probe
         assert outcomes == {"backend_unavailable"}
-        assert slowest_prepare < 2.0, f"prepareMemory took {slowest_prepare:.2f}s in the outage"
-        assert slowest_turn < 1.0, f"turnCompleted took {slowest_turn:.2f}s in the outage"
+        # Bounds the protocol itself sets (not speed figures): recall gives up within its own
+        # timeout, well inside the shim's prepareMs, and committing a turn never waits for the
+        # network, so it stays inside the shim's turnMs even on a loaded machine.
+        assert slowest_prepare < bounds["prepareMs"] / 1000, f"prepare took {slowest_prepare:.2f}s"
+        assert slowest_turn < bounds["turnMs"] / 1000, f"turnCompleted took {slowest_turn:.2f}s"
         outbox = first.call("status", {})["outbox"]
         assert outbox["pending"] + outbox["submitted"] >= 24 and outbox["lastError"]
         # Pi exits promptly even though nothing can be delivered; the next sidecar delivers.
         _, took = _timed(second.shutdown)
-        assert took < 5.0, f"shutdown took {took:.2f}s in the outage"
+        assert took < bounds["shutdownMs"] / 1000 + 2, f"shutdown took {took:.2f}s in the outage"
 
         restart = start_server(
             server_state, llm=llm_mode_for_tests(), port=info.port, system_dir=hindsight_system_dir

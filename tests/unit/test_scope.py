@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -146,7 +147,7 @@ def test_export_and_import_carry_ids_tags_pins_and_declines(tmp_path: Path) -> N
     source = Catalog(tmp_path / "one")
     try:
         register_location(repo, Settings(), source, consent="cli", pin="alpha")
-        source.record_decline("example.com/t/zzz", tmp_path)
+        source.record_decline(tmp_path, "example.com/t/zzz")
         exported = json.loads(json.dumps(source.export()))
     finally:
         source.close()
@@ -158,7 +159,7 @@ def test_export_and_import_carry_ids_tags_pins_and_declines(tmp_path: Path) -> N
         resolution = resolve_scope(repo, Settings(), target)
         assert resolution.registered is not None
         assert resolution.registered.tags == ("project:alpha",)
-        assert target.declined("example.com/t/zzz") is not None
+        assert target.declined(tmp_path) is not None
         exported["scopes"][0]["bankId"] = "elsewhere"
         assert target.import_(exported).conflicts  # never silently rewritten
         with pytest.raises(StateError):
@@ -167,14 +168,62 @@ def test_export_and_import_carry_ids_tags_pins_and_declines(tmp_path: Path) -> N
         target.close()
 
 
-def test_declines_are_forgotten_when_the_project_is_registered(tmp_path: Path) -> None:
+def test_declines_are_forgotten_when_the_location_is_registered(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "a", "https://example.com/t/a.git")
     catalog = Catalog(tmp_path / "state")
     try:
-        catalog.record_decline("example.com/t/a", repo)
-        assert catalog.declined("example.com/t/a") is not None
+        catalog.record_decline(repo, "example.com/t/a")
+        assert catalog.declined(repo) is not None
         register_location(repo, Settings(), catalog, consent="cli")
-        assert catalog.declined("example.com/t/a") is None
+        assert catalog.declined(repo) is None
+    finally:
+        catalog.close()
+
+
+def test_another_clone_of_a_registered_project_is_a_new_location_and_is_asked(
+    tmp_path: Path,
+) -> None:
+    """Issue 9, item 5: consent was keyed by project id, so a never-registered clone at another
+    path whose remote normalises to a registered project got memory on without being asked."""
+    remote = "https://example.com/t/shop.git"
+    first = make_repo(tmp_path / "first", remote)
+    second = make_repo(tmp_path / "second", remote.replace("https://", "git@").replace("/t", ":t"))
+    catalog = Catalog(tmp_path / "state")
+    try:
+        registered = register_location(first, Settings(), catalog, consent="cli")
+        resolution = resolve_scope(second, Settings(), catalog)
+        assert resolution.registered is None
+        assert resolution.known_elsewhere is not None
+        assert resolution.known_elsewhere.scope_id == registered.scope_id
+        assert resolution.proposed == registered  # registering here joins that scope
+        # A decline at the new location does not switch memory off at the registered one.
+        catalog.record_decline(resolution.identity.root, resolution.identity.project_id)
+        assert resolve_scope(first, Settings(), catalog).registered == registered
+        joined = register_location(second, Settings(), catalog, consent="ui")
+        assert joined == registered
+        assert resolve_scope(second / ".", Settings(), catalog).registered == registered
+    finally:
+        catalog.close()
+
+
+def test_a_worktree_of_a_registered_clone_is_the_same_location(tmp_path: Path) -> None:
+    """A worktree shares its clone's common git dir: no second consent, even for a location
+    registered before common dirs were recorded (filled in from git on first use)."""
+    main = make_repo(tmp_path / "main", "https://example.com/t/wt.git")
+    worktree = tmp_path / "feature"
+    subprocess.run(
+        ["git", "worktree", "add", "-q", str(worktree), "-b", "feature"],
+        cwd=main,
+        check=True,
+        capture_output=True,
+    )
+    catalog = Catalog(tmp_path / "state")
+    try:
+        registered = register_location(main, Settings(), catalog, consent="cli")
+        assert resolve_scope(worktree, Settings(), catalog).registered == registered
+        with sqlite3.connect(catalog.path) as raw:  # as an older version recorded it
+            raw.execute("UPDATE locations SET git_common_dir = NULL")
+        assert resolve_scope(worktree, Settings(), catalog).registered == registered
     finally:
         catalog.close()
 

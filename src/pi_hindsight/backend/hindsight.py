@@ -48,6 +48,7 @@ from pi_hindsight.backend.records import (
 )
 from pi_hindsight.errors import (
     BackendError,
+    BackendMalformed,
     BackendRejected,
     BackendServerError,
     BackendUnavailable,
@@ -85,10 +86,21 @@ def _server_message(body: str | None) -> str:
     return body[:300]
 
 
+_NOT_HINDSIGHT_HINT = (
+    "check that hindsight.baseUrl points at a Hindsight server (`pi-hindsight status`); "
+    "retains stay in the outbox and are retried"
+)
+
+
 def translate_api_exception(error: ApiException, what: str, bank: str | None) -> BackendError:
     status = int(error.status or 0)
     message = _server_message(error.body)
     where = f" (bank {bank})" if bank else ""
+    if status == 0:  # the client could not read the answer at all (e.g. its content type)
+        return BackendMalformed(
+            f"{what}{where} failed: the answer is not Hindsight's ({error.reason or message})",
+            hint=_NOT_HINDSIGHT_HINT,
+        )
     text = f"{what}{where} failed: HTTP {status} {message}".rstrip()
     if status == 429 or status >= 500:
         return BackendServerError(text, status=status, retry_after=_retry_after(error.headers))
@@ -97,6 +109,11 @@ def translate_api_exception(error: ApiException, what: str, bank: str | None) ->
     if status == 404 and "bank" in message.lower():
         return BankNotFound(text, status=status)
     return BackendRejected(text, status=status)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return (text[0] if text else type(error).__name__)[:200]
 
 
 class HindsightBackend:
@@ -149,11 +166,19 @@ class HindsightBackend:
                 f"{what}: cannot reach Hindsight at {self.base_url}: {error}",
                 hint="start it with `pi-hindsight server start` or set the server URL",
             ) from error
+        except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as error:
+            # The answer did not parse into the API's models (pydantic's ValidationError is a
+            # ValueError), or lacked what we read from it: the server's fault, never the item's.
+            raise BackendMalformed(
+                f"{what}{f' (bank {bank})' if bank else ''}: unexpected answer from "
+                f"{self.base_url}: {_first_line(error)}",
+                hint=_NOT_HINDSIGHT_HINT,
+            ) from error
 
     async def health(self, *, timeout: float) -> dict[str, Any]:
         async with self._call("health check", None, timeout):
             result = await self._monitoring.health_endpoint_health_get(_request_timeout=timeout)
-        return result if isinstance(result, dict) else {"status": str(result)}
+            return result if isinstance(result, dict) else {"status": str(result)}
 
     async def bank_exists(self, bank: str, *, timeout: float) -> bool:
         """Whether ``bank`` exists, from the bank listing.
@@ -163,7 +188,7 @@ class HindsightBackend:
         """
         async with self._call("bank lookup", bank, timeout):
             listing = await self._banks.list_banks(q=bank, _request_timeout=timeout)
-        return any(item.bank_id == bank for item in listing.banks)
+            return any(item.bank_id == bank for item in listing.banks)
 
     async def create_bank(self, bank: str, missions: BankMissions, *, timeout: float) -> None:
         request = CreateBankRequest(
@@ -199,21 +224,21 @@ class HindsightBackend:
         )
         async with self._call("recall", bank, timeout):
             response = await self._memory.recall_memories(bank, request, _request_timeout=timeout)
-        return [
-            MemoryRecord(
-                id=result.id,
-                text=result.text,
-                type=result.type,
-                context=result.context,
-                occurred_start=result.occurred_start,
-                occurred_end=result.occurred_end,
-                mentioned_at=result.mentioned_at,
-                document_id=result.document_id,
-                chunk_id=result.chunk_id,
-                tags=tuple(result.tags or ()),
-            )
-            for result in response.results
-        ]
+            return [
+                MemoryRecord(
+                    id=result.id,
+                    text=result.text,
+                    type=result.type,
+                    context=result.context,
+                    occurred_start=result.occurred_start,
+                    occurred_end=result.occurred_end,
+                    mentioned_at=result.mentioned_at,
+                    document_id=result.document_id,
+                    chunk_id=result.chunk_id,
+                    tags=tuple(result.tags or ()),
+                )
+                for result in response.results
+            ]
 
     async def retain(
         self,
@@ -247,10 +272,10 @@ class HindsightBackend:
             raise BackendRejected("retain request could not be built")
         async with self._call("retain", bank, timeout):
             response = await self._memory.retain_memories(bank, request, _request_timeout=timeout)
-        accepted_id = response.operation_id or (
-            response.operation_ids[0] if response.operation_ids else None
-        )
-        return RetainAccepted(operation_id=accepted_id, items=response.items_count)
+            accepted_id = response.operation_id or (
+                response.operation_ids[0] if response.operation_ids else None
+            )
+            return RetainAccepted(operation_id=accepted_id, items=response.items_count)
 
     async def operation_status(
         self, bank: str, operation_id: str, *, timeout: float
@@ -259,13 +284,13 @@ class HindsightBackend:
             response = await self._operations.get_operation_status(
                 bank, operation_id, _request_timeout=timeout
             )
-        state = response.status if response.status in _STATES else "unknown"
-        return OperationStatus(
-            operation_id=response.operation_id,
-            state=state,  # type: ignore[arg-type]  # narrowed by the membership test above
-            operation_type=response.operation_type,
-            error_message=response.error_message,
-        )
+            state = response.status if response.status in _STATES else "unknown"
+            return OperationStatus(
+                operation_id=response.operation_id,
+                state=state,  # type: ignore[arg-type]  # narrowed by the membership test above
+                operation_type=response.operation_type,
+                error_message=response.error_message,
+            )
 
     async def get_mental_model(
         self, bank: str, model_id: str, *, timeout: float
@@ -319,7 +344,7 @@ class HindsightBackend:
             response = await self._mental_models.create_mental_model(
                 bank, request, _request_timeout=timeout
             )
-        return response.operation_id
+            return response.operation_id
 
     async def refresh_mental_model(self, bank: str, model_id: str, *, timeout: float) -> str:
         """Ask Hindsight to refresh; returns the operation id (accepted is not completed)."""
@@ -327,7 +352,7 @@ class HindsightBackend:
             response = await self._mental_models.refresh_mental_model(
                 bank, model_id, _request_timeout=timeout
             )
-        return str(response.operation_id)
+            return str(response.operation_id)
 
     async def reflect(
         self,
@@ -356,14 +381,14 @@ class HindsightBackend:
             raise BackendRejected("reflect request could not be built")
         async with self._call("reflect", bank, timeout):
             response = await self._memory.reflect(bank, request, _request_timeout=timeout)
-        based_on = response.based_on
-        memories = based_on.memories if based_on and based_on.memories else []
-        models = based_on.mental_models if based_on and based_on.mental_models else []
-        return ReflectResult(
-            text=response.text,
-            memory_ids=tuple(str(memory.id) for memory in memories if memory.id),
-            mental_model_ids=tuple(str(model.id) for model in models if model.id),
-        )
+            based_on = response.based_on
+            memories = based_on.memories if based_on and based_on.memories else []
+            models = based_on.mental_models if based_on and based_on.mental_models else []
+            return ReflectResult(
+                text=response.text,
+                memory_ids=tuple(str(memory.id) for memory in memories if memory.id),
+                mental_model_ids=tuple(str(model.id) for model in models if model.id),
+            )
 
     async def list_memories(
         self,
@@ -391,21 +416,21 @@ class HindsightBackend:
                 limit=limit,
                 _request_timeout=timeout,
             )
-        return [
-            MemoryRecord(
-                id=item.id,
-                text=item.text or "",
-                type=item.fact_type,
-                context=item.context or None,
-                occurred_start=item.occurred_start,
-                occurred_end=item.occurred_end,
-                mentioned_at=item.mentioned_at,
-                document_id=item.document_id,
-                chunk_id=item.chunk_id,
-                tags=tuple(item.tags or ()),
-            )
-            for item in response.items
-        ]
+            return [
+                MemoryRecord(
+                    id=item.id,
+                    text=item.text or "",
+                    type=item.fact_type,
+                    context=item.context or None,
+                    occurred_start=item.occurred_start,
+                    occurred_end=item.occurred_end,
+                    mentioned_at=item.mentioned_at,
+                    document_id=item.document_id,
+                    chunk_id=item.chunk_id,
+                    tags=tuple(item.tags or ()),
+                )
+                for item in response.items
+            ]
 
 
 _STATES = {"pending", "processing", "completed", "failed", "cancelled", "not_found"}

@@ -31,7 +31,7 @@ from pi_hindsight.engine.scope import (
     resolve_scope,
 )
 from pi_hindsight.engine.status import engine_status
-from pi_hindsight.engine.transcript import ToolPolicy, render_turn
+from pi_hindsight.engine.transcript import RetainText, ToolPolicy, render_turn
 from pi_hindsight.engine.types import (
     CompletedTurn,
     ConsentQuestion,
@@ -43,7 +43,7 @@ from pi_hindsight.engine.types import (
     SessionView,
     UserRequest,
 )
-from pi_hindsight.errors import PiHindsightError, StateError
+from pi_hindsight.errors import NoSession, PiHindsightError, StateError
 from pi_hindsight.identity import resolve_identity
 from pi_hindsight.redaction import redact
 from pi_hindsight.stores.catalog import Catalog
@@ -71,6 +71,27 @@ class _Session:
 def _config_notices(config: LoadedConfig) -> list[Notice]:
     """Config warnings for the host; info-level notes (legacy keys migrated) stay in status."""
     return [Notice("warning", problem.describe()) for problem in config.warnings]
+
+
+def _consent_question(cwd: Path, resolution: ScopeResolution) -> ConsentQuestion:
+    proposed = resolution.proposed
+    where = f"bank {proposed.bank_id}, tags {', '.join(proposed.tags)}"
+    known = resolution.known_elsewhere
+    if known is not None:
+        elsewhere = ", ".join(known.locations) or "another location"
+        message = (
+            f"{cwd} is a new location of project {proposed.project_id}, which has memory at "
+            f"{elsewhere} ({where}). Use the same memory here? Conversations here will be "
+            "retained in that scope and recalled in later sessions. Nothing is sent until you "
+            "agree."
+        )
+    else:
+        message = (
+            f"{cwd} is not registered for memory. Register project {proposed.project_id} "
+            f"({where})? Conversations here will be retained in Hindsight and recalled in later "
+            "sessions. Nothing is sent until you agree."
+        )
+    return ConsentQuestion(title="Turn on Hindsight memory here?", message=message)
 
 
 def _register_hint(cwd: Path) -> str:
@@ -103,6 +124,7 @@ class MemoryEngine:
         self._worker_task: asyncio.Task[None] | None = None
         self._last_outcome: Outcome | None = None
         self._last_reason: str | None = None
+        self._retain_lock = asyncio.Lock()
 
     # -- stores ----------------------------------------------------------------------------
 
@@ -253,7 +275,7 @@ class MemoryEngine:
             return
         registered = resolution.registered
         if registered is None:
-            declined = self.catalog().declined(resolution.identity.project_id)
+            declined = self.catalog().declined(resolution.identity.root)
             session.declined = session.declined or declined is not None
             why = "registration was declined" if session.declined else "is not registered"
             session.off_reason = (
@@ -277,7 +299,9 @@ class MemoryEngine:
         if not accepted:
             session.declined = True
             try:
-                self.catalog().record_decline(resolution.identity.project_id, session.info.cwd)
+                self.catalog().record_decline(
+                    resolution.identity.root, resolution.identity.project_id
+                )
             except PiHindsightError as error:
                 logger.warning("could not record the declined consent: %s", error)
             self._activate()
@@ -297,7 +321,7 @@ class MemoryEngine:
 
     def _require_session(self) -> _Session:
         if self._session is None:
-            raise PiHindsightError("no session: call initialize first")
+            raise NoSession("no session: call initialize first")
         return self._session
 
     def scope(self) -> Scope | None:
@@ -316,16 +340,7 @@ class MemoryEngine:
             and session.info.has_ui
             and not session.declined
         ):
-            proposed = resolution.proposed
-            consent = ConsentQuestion(
-                title="Turn on Hindsight memory here?",
-                message=(
-                    f"{session.info.cwd} is not registered for memory. Register project "
-                    f"{proposed.project_id} (bank {proposed.bank_id}, "
-                    f"tags {', '.join(proposed.tags)})? Conversations here will be retained in "
-                    "Hindsight and recalled in later sessions. Nothing is sent until you agree."
-                ),
-            )
+            consent = _consent_question(session.info.cwd, resolution)
         return SessionView(
             enabled=scope is not None,
             status_line=self.status_line(),
@@ -391,11 +406,13 @@ class MemoryEngine:
             lambda ledger: ledger.mark_confirmed(request_id, confirmed, payload_bytes)
         )
 
-    def complete_turn(self, turn: CompletedTurn) -> int:
+    async def complete_turn(self, turn: CompletedTurn) -> int:
         """Commit the request's new messages to the outbox (before any network call).
 
         What is kept follows the retain policy and every secret found is redacted first
-        (``engine/transcript.py``); the same request id twice is stored once.
+        (``engine/transcript.py``); the same request id twice is stored once. Rendering and
+        redaction run in a thread (a turn can carry megabytes of tool output), one turn at a
+        time so a session's requests are committed in order.
         """
         session = self._session
         if turn.memory_entry_id is not None:
@@ -416,10 +433,12 @@ class MemoryEngine:
         if scope is None or not self.settings.project_retain:
             return 0
         retain = self.settings.retain
-        text = render_turn(
-            turn.messages,
-            ToolPolicy(retain.tool_calls, retain.tool_results, retain.tool_result_max_chars),
-        )
+        policy = ToolPolicy(retain.tool_calls, retain.tool_results, retain.tool_result_max_chars)
+        async with self._retain_lock:
+            text = await asyncio.to_thread(render_turn, turn.messages, policy)
+            return self._enqueue_turn(turn, scope, text)
+
+    def _enqueue_turn(self, turn: CompletedTurn, scope: Scope, text: RetainText) -> int:
         if not text.content:
             return 0
         if text.redacted:

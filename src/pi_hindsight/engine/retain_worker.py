@@ -34,7 +34,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pi_hindsight.backend.records import MemoryBackend, RetainItem
-from pi_hindsight.errors import BackendError, BackendRejected, BackendServerError, StateError
+from pi_hindsight.errors import (
+    BackendError,
+    BackendMalformed,
+    BackendRejected,
+    BackendServerError,
+    StateError,
+)
 from pi_hindsight.stores.outbox import Batch, Outbox, owner_id
 
 logger = logging.getLogger(__name__)
@@ -272,9 +278,12 @@ class RetainWorker:
         except StateError as error:  # the lease expires and another worker takes over
             logger.warning("outbox update for batch %s failed: %s", batch.batch_id, error)
             self._note(str(error))
-        except Exception as error:  # a malformed item or a bug: log it, never retry it blindly
+        except Exception as error:  # a bug: log it; retry within the failure budget, then dead
             logger.exception("retain batch %s failed unexpectedly", batch.batch_id)
-            self._dead(batch, f"internal error: {error!r}")
+            try:
+                self._retry_or_die(batch, f"internal error: {error!r}")
+            except StateError as store_error:  # the lease expires and another worker takes over
+                self._note(str(store_error))
 
     async def _submit(self, backend: MemoryBackend, batch: Batch) -> str:
         accepted = await backend.retain(
@@ -323,6 +332,16 @@ class RetainWorker:
         self._note(str(error))
         if isinstance(error, BackendRejected):
             self._dead(batch, str(error))
+            return
+        if isinstance(error, BackendMalformed):
+            # Not Hindsight's answer (a proxy, another server): the server's fault, not the
+            # item's. Back off and retry, counting no failure, so nothing is dead-lettered for it.
+            delay = self.backoff.delay(batch.attempts + 1)
+            self._paused_until = max(self._paused_until, time.monotonic() + delay)
+            logger.warning(
+                "unexpected answer from Hindsight; retain pauses %.1fs: %s", delay, error
+            )
+            self._later(batch, str(error), delay, following=following)
             return
         if isinstance(error, BackendServerError) and error.status == 429:
             delay = self.backoff.delay(batch.attempts + 1, error.retry_after)
@@ -393,8 +412,10 @@ class RetainWorker:
 
     async def shutdown(self, deadline: float) -> int:
         """Stop, then submit what is ready until ``deadline`` (monotonic); returns how many
-        requests were submitted. Operations still running stay ``submitted`` and anything not
-        sent stays ``sending``/``ready``: the next sidecar confirms or sends them."""
+        requests Hindsight accepted meanwhile — by this call or by a delivery already under way
+        when it was called. Operations still running stay ``submitted`` and anything not sent
+        stays ``sending``/``ready``: the next sidecar confirms or sends them."""
+        accepted_before = self.stats.submitted
         self.stop()
         if self._tasks:
             _, pending = await asyncio.wait(
@@ -403,7 +424,6 @@ class RetainWorker:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        submitted = 0
         while self.offline_reason is None and time.monotonic() < deadline:
             try:
                 batches = self.outbox.claim(
@@ -414,11 +434,11 @@ class RetainWorker:
                 break
             if not batches:
                 break
-            submitted += await self._submit_before(batches, deadline)
-        return submitted
+            await self._submit_before(batches, deadline)
+        return self.stats.submitted - accepted_before
 
-    async def _submit_before(self, batches: list[Batch], deadline: float) -> int:
-        async def submit_one(batch: Batch) -> int:
+    async def _submit_before(self, batches: list[Batch], deadline: float) -> None:
+        async def submit_one(batch: Batch) -> None:
             try:
                 backend = await self._backend()
                 await self._submit(backend, batch)
@@ -428,12 +448,9 @@ class RetainWorker:
                 raise
             except BackendError as error:
                 self._failed(batch, error, following=False)
-                return 0
-            return len(batch.items)
 
         tasks = [asyncio.create_task(submit_one(batch)) for batch in batches]
-        done, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.monotonic()))
+        _, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.monotonic()))
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        return sum(task.result() for task in done if not task.cancelled() and not task.exception())

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pi_hindsight.backend.records import TagsMatch
 from pi_hindsight.config import Settings
-from pi_hindsight.identity import ProjectIdentity, resolve_identity
+from pi_hindsight.identity import ProjectIdentity, git_common_dir, resolve_identity
 from pi_hindsight.stores.catalog import Catalog, ScopeRecord
 
 SCOPE_TAGS_MATCH: TagsMatch = "exact"
@@ -58,10 +58,12 @@ class BankChoice:
 @dataclass(frozen=True)
 class ScopeResolution:
     identity: ProjectIdentity
-    proposed: Scope  # what registering this location would create
-    registered: Scope | None  # the registered scope, if any
+    proposed: Scope  # what registering this location would create (or join)
+    registered: Scope | None  # the registered scope, when this location is registered
     bank_rule: str
     warnings: tuple[str, ...]
+    # The project is registered, but at other locations: registering here joins that scope.
+    known_elsewhere: ScopeRecord | None = None
 
 
 def bank_slug(text: str) -> str:
@@ -154,10 +156,22 @@ def resolve_scope(start_dir: Path, settings: Settings, catalog: Catalog) -> Scop
     identity = resolve_identity(start_dir, pin=_pin_for(start_dir, settings, catalog))
     # A registered plain directory covers its subdirectories, but never a repository inside it:
     # a repository is its own project.
-    record = catalog.find_for(
-        identity.project_id, start_dir, by_ancestor=identity.source == "directory"
-    )
+    plain = identity.source == "directory" or identity.git_common_dir is None
+    record = catalog.find_for(identity.project_id, start_dir, by_ancestor=plain)
+    known_elsewhere: ScopeRecord | None = None
+    if record is not None and not catalog.location_registered(
+        record.scope_id,
+        identity.root,
+        git_common_dir=identity.git_common_dir,
+        start_dir=start_dir if plain else None,
+        common_dir_of=git_common_dir,
+    ):
+        # The same project, registered at another location (another clone): consent is per
+        # location (R-CONSENT-1), so this one is asked, and would join that scope.
+        record, known_elsewhere = None, record
     proposed, choice = proposed_scope(identity, settings, start_dir)
+    if known_elsewhere is not None:
+        proposed = Scope.from_record(known_elsewhere)
     warnings = list(choice.warnings)
     registered = None if record is None else Scope.from_record(record)
     if registered is not None and registered.bank_id != proposed.bank_id:
@@ -172,6 +186,7 @@ def resolve_scope(start_dir: Path, settings: Settings, catalog: Catalog) -> Scop
         registered=registered,
         bank_rule=choice.rule,
         warnings=tuple(warnings),
+        known_elsewhere=known_elsewhere,
     )
 
 
@@ -186,7 +201,9 @@ def register_location(
     """Register ``location`` (its repository root, for a git repository)."""
     identity = resolve_identity(location, pin=pin or _pin_for(location, settings, catalog))
     existing = catalog.find_for(
-        identity.project_id, location, by_ancestor=identity.source == "directory"
+        identity.project_id,
+        location,
+        by_ancestor=identity.source == "directory" or identity.git_common_dir is None,
     )
     scope = (
         Scope.from_record(existing) if existing else proposed_scope(identity, settings, location)[0]
@@ -200,5 +217,6 @@ def register_location(
         location=identity.root,
         consent=consent,
         pin=pin,
+        git_common_dir=identity.git_common_dir,
     )
     return Scope.from_record(record)

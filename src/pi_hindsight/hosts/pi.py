@@ -44,13 +44,17 @@ class _Params(BaseModel):
 ParamsT = TypeVar("ParamsT", bound=_Params)
 
 
+# Identifiers are bounded: they are stored in the evidence ledger and the outbox.
+_ID_CHARS = 256
+
+
 class InitializeParams(_Params):
     protocol_version: int = Field(alias="protocolVersion")
-    cwd: str
-    session_id: str = Field(alias="sessionId", min_length=1)
-    session_file: str | None = Field(default=None, alias="sessionFile")
+    cwd: str = Field(min_length=1, max_length=4096)
+    session_id: str = Field(alias="sessionId", min_length=1, max_length=_ID_CHARS)
+    session_file: str | None = Field(default=None, alias="sessionFile", max_length=4096)
     has_ui: bool = Field(default=False, alias="hasUI")
-    reason: str = "startup"
+    reason: str = Field(default="startup", max_length=64)
 
 
 class ConsentParams(_Params):
@@ -58,27 +62,28 @@ class ConsentParams(_Params):
 
 
 class PrepareParams(_Params):
-    request_id: str = Field(alias="requestId", min_length=1)
+    request_id: str = Field(alias="requestId", min_length=1, max_length=_ID_CHARS)
     prompt: str
-    session_id: str = Field(alias="sessionId", min_length=1)
+    session_id: str = Field(alias="sessionId", min_length=1, max_length=_ID_CHARS)
 
 
 class ConfirmParams(_Params):
-    request_id: str = Field(alias="requestId")
+    request_id: str = Field(alias="requestId", max_length=_ID_CHARS)
     confirmed: bool
-    payload_bytes: int | None = Field(default=None, alias="payloadBytes")
+    # Stored as an SQLite integer (at most 2**63-1); a payload is at most a few megabytes.
+    payload_bytes: int | None = Field(default=None, alias="payloadBytes", ge=0, le=2**53)
 
 
 class TurnParams(_Params):
-    request_id: str = Field(alias="requestId")
-    session_id: str = Field(alias="sessionId", min_length=1)
+    request_id: str = Field(alias="requestId", max_length=_ID_CHARS)
+    session_id: str = Field(alias="sessionId", min_length=1, max_length=_ID_CHARS)
     session_file: str | None = Field(default=None, alias="sessionFile")
     messages: list[dict[str, Any]]
     memory_entry_id: str | None = Field(default=None, alias="memoryEntryId")
 
 
 class AttachedParams(_Params):
-    request_id: str = Field(alias="requestId")
+    request_id: str = Field(alias="requestId", max_length=_ID_CHARS)
 
 
 class CommandParams(_Params):
@@ -205,6 +210,10 @@ def _notices(notices: tuple[Notice, ...]) -> list[dict[str, str]]:
 class PiHost:
     """Holds the engine for one Pi process and answers the shim's methods."""
 
+    # Methods whose work is committed locally and must finish even when a shutdown arrives
+    # while they run (a completed turn goes to the outbox before Pi exits).
+    durable_methods = frozenset({"turnCompleted"})
+
     def __init__(self, engine: MemoryEngine) -> None:
         self.engine = engine
         self.tools = MemoryTools(engine)
@@ -300,7 +309,7 @@ class PiHost:
     async def turn_completed(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = _validate(TurnParams, params)
         try:
-            queued = self.engine.complete_turn(
+            queued = await self.engine.complete_turn(
                 CompletedTurn(
                     request_id=parsed.request_id,
                     session_id=parsed.session_id,

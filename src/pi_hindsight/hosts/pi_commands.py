@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pi_hindsight.engine.engine import MemoryEngine
-from pi_hindsight.errors import PiHindsightError, RpcError
+from pi_hindsight.errors import NoSession, PiHindsightError, RpcError
 from pi_hindsight.rpc.protocol import INVALID_PARAMS
 
 CommandResult = dict[str, Any]
@@ -47,6 +47,8 @@ class PiCommands:
         try:
             self._has_ui = has_ui
             return await handler(args.strip(), accepted)
+        except NoSession:
+            raise
         except PiHindsightError as error:
             return {"text": f"/{name} failed: {error.describe()}", "level": "error"}
 

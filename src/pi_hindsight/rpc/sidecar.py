@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -25,7 +26,7 @@ from pi_hindsight import __version__
 from pi_hindsight.backend.records import MemoryBackend
 from pi_hindsight.config import Settings, load_config
 from pi_hindsight.engine.engine import MemoryEngine
-from pi_hindsight.errors import PiHindsightError, RpcError
+from pi_hindsight.errors import NoSession, PiHindsightError, RpcError
 from pi_hindsight.hosts.pi import PiHost, ShutdownParams, read_visible_context
 from pi_hindsight.paths import ensure_private_dir
 from pi_hindsight.paths import state_dir as default_state_dir
@@ -34,6 +35,11 @@ from pi_hindsight.rpc import protocol
 logger = logging.getLogger(__name__)
 
 _MAX_LINE_BYTES = 64 * 1024 * 1024  # one agent_end can carry large tool output
+# Backpressure: the stdin reader stops reading (the pipe then fills and the shim's writes wait)
+# while this much is read but not yet handled; requests beyond MAX_IN_FLIGHT are refused.
+_MAX_QUEUED_BYTES = 64 * 1024 * 1024
+_MAX_QUEUED_LINES = 1_024
+MAX_IN_FLIGHT = 64
 _BACKEND_MODULE = "pi_hindsight.backend.hindsight"
 
 
@@ -62,6 +68,16 @@ def resolve_base_url(state_dir: Path) -> Callable[[Settings], str | None]:
     return resolver
 
 
+class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating log whose files are owner-only (0600), like every other file we keep: a log
+    names scopes, banks and paths."""
+
+    def _open(self) -> Any:
+        descriptor = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.fchmod(descriptor, 0o600)  # also a file created by an older version with the umask
+        return os.fdopen(descriptor, "a", encoding=self.encoding, errors=self.errors)
+
+
 def _configure_logging(state_dir: Path) -> None:
     root = logging.getLogger()
     root.setLevel(logging.INFO)
@@ -72,7 +88,7 @@ def _configure_logging(state_dir: Path) -> None:
     root.addHandler(stderr)
     try:
         logs = ensure_private_dir(state_dir / "logs")
-        file_handler = logging.handlers.RotatingFileHandler(
+        file_handler = PrivateRotatingFileHandler(
             logs / "sidecar.log", maxBytes=2_000_000, backupCount=2, encoding="utf-8"
         )
     except OSError as error:
@@ -82,21 +98,50 @@ def _configure_logging(state_dir: Path) -> None:
     root.addHandler(file_handler)
 
 
+def _error_answer(request: protocol.Request, failure: Exception) -> dict[str, Any]:
+    """The JSON-RPC error for a failed handler; a handler bug is logged with its traceback."""
+    if isinstance(failure, RpcError):
+        return protocol.error(request.id, failure.code, str(failure), failure.data)
+    if isinstance(failure, NoSession):
+        return protocol.error(request.id, protocol.INVALID_REQUEST, str(failure))
+    if isinstance(failure, PiHindsightError):
+        return protocol.error(
+            request.id, protocol.INTERNAL_ERROR, str(failure), {"hint": failure.hint}
+        )
+    # The loop survives a handler bug: log it with the traceback and answer the call.
+    logger.error("handler %s failed", request.method, exc_info=failure)
+    return protocol.error(request.id, protocol.INTERNAL_ERROR, f"internal error: {failure}")
+
+
 class Sidecar:
     def __init__(self, host: PiHost, output: BinaryIO, shutdown_bound_s: float = 2.0) -> None:
         self.host = host
         self._output = output
         self._tasks: dict[protocol.RequestId, asyncio.Task[None]] = {}
+        self._running: set[asyncio.Task[None]] = set()
+        self._durable: set[asyncio.Task[None]] = set()  # must finish even when shutting down
         self._stopping = asyncio.Event()
         self.shutdown_bound_s = shutdown_bound_s
         self._shutting_down = False
 
     def send(self, message: dict[str, Any]) -> None:
         try:
-            self._output.write(protocol.encode(message))
+            line = protocol.encode(message)
+        except (TypeError, ValueError) as failure:
+            # A value JSON cannot express (a handler bug): a caller still gets an answer.
+            logger.error("cannot encode a message (%s): %s", message.get("method"), failure)
+            if "id" not in message:
+                return
+            line = protocol.encode(
+                protocol.error(
+                    message.get("id"), protocol.INTERNAL_ERROR, "internal error: unencodable result"
+                )
+            )
+        try:
+            self._output.write(line)
             self._output.flush()
-        except (BrokenPipeError, ValueError, OSError):
-            # The shim is gone; nothing can be reported to it any more.
+        except (BrokenPipeError, OSError, ValueError):
+            # The shim is gone (a closed pipe or file): nothing can be reported to it any more.
             self._stopping.set()
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
@@ -104,43 +149,22 @@ class Sidecar:
 
     async def _run_request(self, request: protocol.Request) -> None:
         handler = self.host.handlers.get(request.method)
+        answer: dict[str, Any] | None
         try:
             if handler is None:
                 raise RpcError(protocol.METHOD_NOT_FOUND, f"unknown method {request.method!r}")
             value = await handler(request.params)
         except asyncio.CancelledError:
-            if request.id is not None:
-                self.send(
-                    protocol.error(request.id, protocol.REQUEST_CANCELLED, "request cancelled")
-                )
-            return
-        except RpcError as failure:
-            if request.id is not None:
-                self.send(protocol.error(request.id, failure.code, str(failure), failure.data))
-            return
-        except PiHindsightError as failure:
-            if request.id is not None:
-                self.send(
-                    protocol.error(
-                        request.id, protocol.INTERNAL_ERROR, str(failure), {"hint": failure.hint}
-                    )
-                )
-            return
+            answer = protocol.error(request.id, protocol.REQUEST_CANCELLED, "request cancelled")
         except Exception as failure:
-            # The loop survives a handler bug: log it with the traceback and answer the call.
-            logger.exception("handler %s failed", request.method)
-            if request.id is not None:
-                self.send(
-                    protocol.error(
-                        request.id, protocol.INTERNAL_ERROR, f"internal error: {failure}"
-                    )
-                )
-            return
+            answer = _error_answer(request, failure)
+        else:
+            answer = protocol.result(request.id, value) if request.id is not None else None
         finally:
             if request.id is not None:
                 self._tasks.pop(request.id, None)
-        if request.id is not None:
-            self.send(protocol.result(request.id, value))
+        if request.id is not None and answer is not None:
+            self.send(answer)
 
     def handle_line(self, line: bytes) -> None:
         if not line.strip():
@@ -152,14 +176,43 @@ class Sidecar:
             self.send(protocol.error(request_id, failure.code, str(failure)))
             return
         if request.method == "$/cancelRequest":
-            task = self._tasks.get(request.params.get("id"))  # type: ignore[arg-type]
+            cancelled = protocol.cancelled_id(request.params)
+            task = None if cancelled is None else self._tasks.get(cancelled)
             if task is not None:
                 task.cancel()
+            if request.id is not None:  # sent as a request: it is answered like one
+                self.send(protocol.result(request.id, None))
             return
         if request.method == "shutdown":
             asyncio.get_running_loop().create_task(self._shutdown(request))
             return
+        if request.id is not None and request.id in self._tasks:
+            self.send(
+                protocol.error(
+                    request.id, protocol.INVALID_REQUEST, "a request with this id is in flight"
+                )
+            )
+            return
+        if len(self._running) >= MAX_IN_FLIGHT:
+            # Bounded work: beyond the cap a request is refused at once (the shim goes on without
+            # memory for it) and a notification is dropped; neither is queued without bound.
+            if request.id is not None:
+                self.send(
+                    protocol.error(
+                        request.id,
+                        protocol.SERVER_BUSY,
+                        f"busy: {MAX_IN_FLIGHT} requests are in flight; try again",
+                    )
+                )
+            else:
+                logger.warning("dropped a %s notification: too much in flight", request.method)
+            return
         task = asyncio.get_running_loop().create_task(self._run_request(request))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        if request.method in self.host.durable_methods:
+            self._durable.add(task)
+            task.add_done_callback(self._durable.discard)
         if request.id is not None:
             self._tasks[request.id] = task
 
@@ -177,14 +230,20 @@ class Sidecar:
             except ValueError:
                 reason = "unknown"
         logger.info("shutting down (%s)", reason)
+        # A turn received before the shutdown is committed to the outbox, never cancelled
+        # (R-RETAIN-1: durable before anything else); the rest of the work in flight is dropped.
+        committing = [task for task in self._running if task in self._durable]
+        if committing:
+            await asyncio.wait(committing, timeout=self.shutdown_bound_s)
         for task in list(self._tasks.values()):
-            task.cancel()
+            if task not in self._durable:
+                task.cancel()
         result = await self.host.engine.shutdown(self.shutdown_bound_s)
         if request is not None and request.id is not None:
             self.send(protocol.result(request.id, result))
         self._stopping.set()
 
-    async def serve(self, lines: asyncio.Queue[bytes | None]) -> None:
+    async def serve(self, inbox: Inbox) -> None:
         self.notify(
             "ready",
             {
@@ -196,7 +255,7 @@ class Sidecar:
         threading.Thread(target=_warm_up, name="warm-up", daemon=True).start()
         stop_task = asyncio.create_task(self._stopping.wait())
         while not self._stopping.is_set():
-            get_task = asyncio.create_task(lines.get())
+            get_task = asyncio.create_task(inbox.queue.get())
             done, _ = await asyncio.wait({get_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
             if get_task not in done:
                 get_task.cancel()
@@ -205,21 +264,68 @@ class Sidecar:
             if line is None:  # stdin closed: Pi is gone
                 await self._shutdown(None)
                 break
-            if line is _OVERSIZED:
-                self.send(protocol.error(None, protocol.INVALID_REQUEST, "message too large"))
+            if isinstance(line, Oversized):
+                inbox.taken(b"")
+                self.send(
+                    protocol.error(
+                        protocol.salvage_id(line.head),
+                        protocol.INVALID_REQUEST,
+                        f"message too large (over {_MAX_LINE_BYTES} bytes)",
+                    )
+                )
                 continue
+            inbox.taken(line)
             self.handle_line(line)
         stop_task.cancel()
         # Let in-flight responses (e.g. the shutdown answer) go out before the process exits.
         await asyncio.sleep(0)
 
 
-_OVERSIZED = b"\x00oversized"
+@dataclass(frozen=True)
+class Oversized:
+    """Stands for a line too long to keep; its first bytes are kept to find its id."""
+
+    head: bytes
 
 
-def _read_lines(
-    fd: int, loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes | None]
-) -> None:
+class Inbox:
+    """Lines read from stdin and not yet handled, bounded in count and bytes.
+
+    The reader thread waits for room before it reads on, so a flood of input fills the pipe (and
+    waits in the writer) instead of the sidecar's memory.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.queue: asyncio.Queue[bytes | Oversized | None] = asyncio.Queue()
+        self._room = threading.Condition()
+        self._lines = 0
+        self._bytes = 0
+
+    def put(self, line: bytes | Oversized) -> None:
+        """From the reader thread: wait for room, then hand ``line`` to the loop."""
+        size = len(line) if isinstance(line, bytes) else 0
+        with self._room:
+            while self._lines and (
+                self._lines >= _MAX_QUEUED_LINES or self._bytes + size > _MAX_QUEUED_BYTES
+            ):
+                self._room.wait()
+            self._lines += 1
+            self._bytes += size
+        self._loop.call_soon_threadsafe(self.queue.put_nowait, line)
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self.queue.put_nowait, None)
+
+    def taken(self, line: bytes) -> None:
+        """From the loop: ``line`` is being handled; make room for the next one."""
+        with self._room:
+            self._lines -= 1
+            self._bytes -= len(line)
+            self._room.notify()
+
+
+def _read_lines(fd: int, inbox: Inbox) -> None:
     """Read LF-terminated lines from ``fd`` in a thread (pipes, files and terminals alike).
 
     Raw ``os.read`` (not a buffered reader) so that no buffer lock is held by this daemon thread
@@ -227,13 +333,14 @@ def _read_lines(
     """
     pending = bytearray()
     skipping = False  # inside an oversized message: drop bytes until its LF
+    head = b""  # the first bytes of an oversized message (its id is read from them)
     while True:
         try:
             chunk = os.read(fd, 1 << 16)
         except OSError:
             chunk = b""
         if not chunk:
-            loop.call_soon_threadsafe(lines.put_nowait, None)
+            inbox.close()
             return
         pending.extend(chunk)
         while True:
@@ -244,19 +351,21 @@ def _read_lines(
             del pending[: end + 1]
             if skipping:
                 skipping = False
-                loop.call_soon_threadsafe(lines.put_nowait, _OVERSIZED)
+                inbox.put(Oversized(head))
                 continue
-            loop.call_soon_threadsafe(lines.put_nowait, line)
+            inbox.put(line)
         if len(pending) > _MAX_LINE_BYTES:
+            if not skipping:
+                head = bytes(pending[:4096])
             pending.clear()
             skipping = True
 
 
 async def _main(state_dir: Path, output: BinaryIO) -> None:
     loop = asyncio.get_running_loop()
-    lines: asyncio.Queue[bytes | None] = asyncio.Queue()
+    inbox = Inbox(loop)
     threading.Thread(
-        target=_read_lines, args=(sys.stdin.fileno(), loop, lines), name="stdin", daemon=True
+        target=_read_lines, args=(sys.stdin.fileno(), inbox), name="stdin", daemon=True
     ).start()
     engine = MemoryEngine(
         state_dir=state_dir,
@@ -271,7 +380,7 @@ async def _main(state_dir: Path, output: BinaryIO) -> None:
             signal.SIGTERM,
             lambda: loop.create_task(sidecar._shutdown(None)),
         )
-    await sidecar.serve(lines)
+    await sidecar.serve(inbox)
 
 
 def run(state_dir: Path | None = None) -> None:

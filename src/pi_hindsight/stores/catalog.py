@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,6 +75,24 @@ SCHEMA = StoreSchema(
                 requested_at REAL NOT NULL
             );
             CREATE INDEX operations_by_scope ON operations(scope_id, requested_at)
+            """,
+        ),
+        Migration(
+            "consent per location",
+            # R-CONSENT-1 is about locations: a clone elsewhere of a registered project is asked
+            # again. A location's repository (its common git dir) tells a worktree of a
+            # registered clone (the same location) from another clone; declines are per location.
+            """
+            ALTER TABLE locations ADD COLUMN git_common_dir TEXT;
+            CREATE INDEX locations_by_common_dir ON locations(git_common_dir);
+            CREATE TABLE location_declines (
+                path TEXT PRIMARY KEY,
+                project_id TEXT NOT NULL,
+                declined_at REAL NOT NULL
+            );
+            INSERT OR IGNORE INTO location_declines (path, project_id, declined_at)
+                SELECT path, project_id, declined_at FROM declines;
+            DROP TABLE declines
             """,
         ),
     ),
@@ -153,11 +171,12 @@ class Catalog:
         location: Path,
         consent: str,
         pin: str | None = None,
+        git_common_dir: Path | None = None,
     ) -> ScopeRecord:
         """Register ``location`` for the scope; the scope is created on first registration.
 
         An existing scope keeps its bank and tags (they are the scope's identity); only the new
-        location is added. A consent declined earlier for the project is forgotten.
+        location is added. A consent declined earlier at this location is forgotten.
         """
         now = time.time()
         with translated_errors("catalog", self.path), transaction(self._connection):
@@ -174,11 +193,19 @@ class Catalog:
                 ),
             )
             self._connection.execute(
-                "INSERT OR REPLACE INTO locations (path, scope_id, registered_at, pin) "
-                "VALUES (?, ?, ?, ?)",
-                (str(location.resolve()), scope_id, now, pin),
+                "INSERT OR REPLACE INTO locations (path, scope_id, registered_at, pin, "
+                "git_common_dir) VALUES (?, ?, ?, ?, ?)",
+                (
+                    str(location.resolve()),
+                    scope_id,
+                    now,
+                    pin,
+                    None if git_common_dir is None else str(git_common_dir),
+                ),
             )
-            self._connection.execute("DELETE FROM declines WHERE project_id = ?", (project_id,))
+            self._connection.execute(
+                "DELETE FROM location_declines WHERE path = ?", (str(location.resolve()),)
+            )
         found = self.get(scope_id)
         if found is None:  # pragma: no cover - inserted above
             raise StateError(f"catalog {self.path}: registration of {scope_id} did not persist")
@@ -231,6 +258,52 @@ class Catalog:
             location = self._ancestor_location(directory, pinned=False)
             return None if location is None else self.get(location["scope_id"])
 
+    def location_registered(
+        self,
+        scope_id: str,
+        root: Path,
+        *,
+        git_common_dir: Path | None,
+        start_dir: Path | None = None,
+        common_dir_of: Callable[[Path], Path | None] | None = None,
+    ) -> bool:
+        """Whether this location is registered for ``scope_id`` (R-CONSENT-1 is per location).
+
+        The same location: the registered directory itself, a worktree of a registered clone
+        (the same common git dir), or — for plain directories (``start_dir``) — a subdirectory of
+        a registered one. Rows registered before common dirs were recorded are checked with
+        ``common_dir_of`` (git) once and filled in.
+        """
+        with translated_errors("catalog", self.path):
+            rows = self._connection.execute(
+                "SELECT path, git_common_dir FROM locations WHERE scope_id = ?", (scope_id,)
+            ).fetchall()
+        resolved = str(root.resolve())
+        common = None if git_common_dir is None else str(git_common_dir)
+        for row in rows:
+            if row["path"] == resolved or (common is not None and row["git_common_dir"] == common):
+                return True
+            if start_dir is not None:
+                path = Path(row["path"])
+                if path == start_dir.resolve() or path in start_dir.resolve().parents:
+                    return True
+        if common is None or common_dir_of is None:
+            return False
+        for row in rows:
+            if row["git_common_dir"] is not None or not Path(row["path"]).is_dir():
+                continue
+            found = common_dir_of(Path(row["path"]))
+            if found is None:
+                continue
+            with translated_errors("catalog", self.path), transaction(self._connection):
+                self._connection.execute(
+                    "UPDATE locations SET git_common_dir = ? WHERE path = ?",
+                    (str(found), row["path"]),
+                )
+            if str(found) == common:
+                return True
+        return False
+
     def scopes(self) -> list[ScopeRecord]:
         with translated_errors("catalog", self.path):
             rows = self._connection.execute(
@@ -240,18 +313,20 @@ class Catalog:
 
     # -- consent ---------------------------------------------------------------------------
 
-    def record_decline(self, project_id: str, path: Path) -> None:
+    def record_decline(self, location: Path, project_id: str) -> None:
+        """The user declined memory at ``location`` (a repository root or a directory)."""
         with translated_errors("catalog", self.path), transaction(self._connection):
             self._connection.execute(
-                "INSERT OR REPLACE INTO declines VALUES (?, ?, ?)",
-                (project_id, str(path.resolve()), time.time()),
+                "INSERT OR REPLACE INTO location_declines VALUES (?, ?, ?)",
+                (str(location.resolve()), project_id, time.time()),
             )
 
-    def declined(self, project_id: str) -> float | None:
-        """When consent for ``project_id`` was declined, if it was."""
+    def declined(self, location: Path) -> float | None:
+        """When memory was declined at ``location``, if it was."""
         with translated_errors("catalog", self.path):
             row = self._connection.execute(
-                "SELECT declined_at FROM declines WHERE project_id = ?", (project_id,)
+                "SELECT declined_at FROM location_declines WHERE path = ?",
+                (str(location.resolve()),),
             ).fetchone()
         return None if row is None else float(row["declined_at"])
 
@@ -290,7 +365,7 @@ class Catalog:
                 "SELECT * FROM scopes ORDER BY registered_at"
             ).fetchall()
             locations = self._connection.execute("SELECT * FROM locations ORDER BY path").fetchall()
-            declines = self._connection.execute("SELECT * FROM declines").fetchall()
+            declines = self._connection.execute("SELECT * FROM location_declines").fetchall()
         return {
             "format": EXPORT_FORMAT,
             "exportedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -312,6 +387,7 @@ class Catalog:
                     "scopeId": row["scope_id"],
                     "registeredAt": row["registered_at"],
                     "pin": row["pin"],
+                    "gitCommonDir": row["git_common_dir"],
                 }
                 for row in locations
             ],
@@ -366,21 +442,23 @@ class Catalog:
                         unchanged += 1
                 for location in data.get("locations", []):
                     cursor = self._connection.execute(
-                        "INSERT OR IGNORE INTO locations (path, scope_id, registered_at, pin) "
-                        "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM scopes WHERE scope_id = ?)",
+                        "INSERT OR IGNORE INTO locations (path, scope_id, registered_at, pin, "
+                        "git_common_dir) SELECT ?, ?, ?, ?, ? "
+                        "WHERE EXISTS (SELECT 1 FROM scopes WHERE scope_id = ?)",
                         (
                             location["path"],
                             location["scopeId"],
                             float(location["registeredAt"]),
                             location.get("pin"),
+                            location.get("gitCommonDir"),
                             location["scopeId"],
                         ),
                     )
                     added_locations += cursor.rowcount
                 for decline in data.get("declines", []):
                     self._connection.execute(
-                        "INSERT OR IGNORE INTO declines VALUES (?, ?, ?)",
-                        (decline["projectId"], decline["path"], float(decline["declinedAt"])),
+                        "INSERT OR IGNORE INTO location_declines VALUES (?, ?, ?)",
+                        (decline["path"], decline["projectId"], float(decline["declinedAt"])),
                     )
         except (KeyError, TypeError, ValueError) as error:
             raise StateError(
