@@ -111,9 +111,14 @@ def translate_api_exception(error: ApiException, what: str, bank: str | None) ->
     return BackendRejected(text, status=status)
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return (text[0] if text else type(error).__name__)[:200]
+def _malformed(error: BaseException) -> str:
+    """What was wrong with an answer, in a few words (never a parser's field-by-field dump)."""
+    title = getattr(error, "title", None)  # pydantic's ValidationError names the model
+    if isinstance(title, str) and title:
+        return f"it is not a {title}"
+    if isinstance(error, RecursionError):
+        return "it is nested too deeply"
+    return f"it could not be read ({type(error).__name__})"
 
 
 class HindsightBackend:
@@ -170,8 +175,8 @@ class HindsightBackend:
             # The answer did not parse into the API's models (pydantic's ValidationError is a
             # ValueError), or lacked what we read from it: the server's fault, never the item's.
             raise BackendMalformed(
-                f"{what}{f' (bank {bank})' if bank else ''}: unexpected answer from "
-                f"{self.base_url}: {_first_line(error)}",
+                f"{what}{f' (bank {bank})' if bank else ''}: the answer from {self.base_url} "
+                f"is not Hindsight's: {_malformed(error)}",
                 hint=_NOT_HINDSIGHT_HINT,
             ) from error
 
