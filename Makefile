@@ -55,6 +55,7 @@ check: lint types test
 bench: install
 	$(PY) bench/sidecar_latency.py
 	$(PY) bench/evidence_bench.py
+	$(PY) bench/safe_files_bench.py
 	$(PY) bench/retain_bench.py
 
 clean:

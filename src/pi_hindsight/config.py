@@ -4,7 +4,10 @@ Precedence (later wins): built-in defaults < user file ``<state dir>/config.json
 not exist, a legacy ``<pi agent dir>/hindsight.json``) < allowlisted keys of the repository file
 ``<repo>/.pi/hindsight.json`` < environment.
 Invalid values never break Pi: each bad key is reported (file, key, what is wrong, the fix) and
-falls back to its default. Loading never mutates ``os.environ``.
+falls back to its default; a file that cannot be read safely (``safe_files.py``: special file, too
+large, not UTF-8, bad JSON, nested too deeply) is reported and its keys are ignored. Loading never
+raises and never mutates ``os.environ``. Secrets are never echoed: values of secret-like keys are
+described by their type only, and URLs lose their password (:func:`display_url`).
 """
 
 from __future__ import annotations
@@ -14,20 +17,39 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic_core import PydanticCustomError
 
+from pi_hindsight.config_display import (
+    config_notices,
+    display_url,
+    shown_key,
+    shown_value,
+    type_name,
+)
 from pi_hindsight.config_migrate import (
+    PROJECT_ALLOWED,
     apply_project_limits,
     filter_project_file,
     migrate_legacy,
     set_dotted,
     unknown_keys,
 )
-from pi_hindsight.errors import ConfigError
+from pi_hindsight.errors import ConfigError, InputFileError
 from pi_hindsight.paths import ensure_private_dir, pi_agent_dir
 from pi_hindsight.paths import state_dir as default_state_dir
+from pi_hindsight.safe_files import (
+    CONFIG_MAX_BYTES,
+    CONFIG_MAX_DEPTH,
+    JSONC_MAX_BYTES,
+    loads,
+    lone_surrogate_paths,
+    printable,
+    read_bytes,
+)
 
 CONFIG_FILE_NAME = "config.json"
 
@@ -41,8 +63,33 @@ Topology = Literal["domain-tagged", "isolated-bank"]
 BankField = Literal["agent", "project", "session", "channel", "user"]
 
 
+def _check_base_url(value: str | None) -> str | None:
+    """An http(s) URL with a host; ``""`` means "not set" (the recorded local server)."""
+    if not value:
+        return None
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        parts = None
+    if (
+        parts is None
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or any(char.isspace() or not char.isprintable() for char in value)
+    ):
+        raise PydanticCustomError(
+            "base_url",
+            "must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:8888",
+        )
+    return value
+
+
+BaseUrl = Annotated[str | None, AfterValidator(_check_base_url)]
+
+
 class HindsightSettings(_Model):
-    base_url: str | None = Field(default=None, alias="baseUrl")
+    base_url: BaseUrl = Field(default=None, alias="baseUrl")
     api_key: str | None = Field(default=None, alias="apiKey")
 
 
@@ -55,7 +102,7 @@ class ProjectBankSettings(_Model):
 
 
 class UserBankSettings(_Model):
-    enabled: bool = False
+    enabled: StrictBool = False
     bank_id: str = Field(default="pi-user", alias="bankId", min_length=1, max_length=200)
     mission: str = (
         "Durable preferences of this user and workflows that hold across projects: how they like "
@@ -71,7 +118,7 @@ class BanksSettings(_Model):
 class BankNamingSettings(_Model):
     """Bank-id derivation styles from the field (R-SCOPE-6); the directory map wins over all."""
 
-    dynamic_bank_id: bool = Field(default=False, alias="dynamicBankId")
+    dynamic_bank_id: StrictBool = Field(default=False, alias="dynamicBankId")
     dynamic_bank_granularity: tuple[BankField, ...] = Field(
         default=("agent", "project"), alias="dynamicBankGranularity", min_length=1
     )
@@ -93,13 +140,13 @@ class RecallSettings(_Model):
     context_turns: int = Field(default=1, alias="contextTurns", ge=0, le=10)
     max_query_chars: int = Field(default=800, alias="maxQueryChars", ge=100, le=4_000)
     # Acknowledgements ("ok", "thanks", "continue") skip recall; the evidence says so.
-    skip_trivial: bool = Field(default=True, alias="skipTrivial")
+    skip_trivial: StrictBool = Field(default=True, alias="skipTrivial")
 
 
 class MemoSettings(_Model):
     """The startup memo: the scope's Hindsight mental model (R-MEMO-1..2)."""
 
-    enabled: bool = True
+    enabled: StrictBool = True
     max_tokens: int = Field(default=600, alias="maxTokens", ge=0, le=8_000)
     # Hindsight refreshes the memo after consolidation, at most this often (each refresh is a
     # reflect run on the server's LLM).
@@ -109,7 +156,7 @@ class MemoSettings(_Model):
 
 
 class RetainSettings(_Model):
-    enabled: bool = True
+    enabled: StrictBool = True
     # What of a request's tool traffic is retained (docs/operations.md, "Outbox"). The memory
     # tools' own calls and results (``hindsight_*``) are never retained, whatever these say.
     # toolCalls: "omit" nothing; "name" a short "(used tool X)" mention; "arguments" the name
@@ -129,7 +176,7 @@ class UserRetainSettings(_Model):
 class EvidenceSettings(_Model):
     """The evidence ledger, ``evidence.sqlite`` (docs/evidence.md; R-EVID-1..7)."""
 
-    enabled: bool = True
+    enabled: StrictBool = True
     # Records older than this are deleted; the cap may shorten it (status says so).
     retention_days: float = Field(default=30.0, alias="retentionDays", gt=0, le=3_650)
     # Bytes on disk (main file + WAL, plus kept legacy originals); 50 MB = 50,000,000.
@@ -137,7 +184,7 @@ class EvidenceSettings(_Model):
 
 
 class Settings(_Model):
-    enabled: bool = True
+    enabled: StrictBool = True
     profile: Profile = "project-only"
     topology: Topology = "domain-tagged"
     hindsight: HindsightSettings = HindsightSettings()
@@ -149,7 +196,7 @@ class Settings(_Model):
     retain: RetainSettings = RetainSettings()
     user_retain: UserRetainSettings = Field(default=UserRetainSettings(), alias="userRetain")
     user_query_preamble: str | None = Field(default=None, alias="userQueryPreamble", max_length=500)
-    post_retain_reflect: bool = Field(default=False, alias="postRetainReflect")
+    post_retain_reflect: StrictBool = Field(default=False, alias="postRetainReflect")
     evidence: EvidenceSettings = EvidenceSettings()
     memo: MemoSettings = MemoSettings()
     timeout_ms: int = Field(default=10_000, alias="timeoutMs", ge=500, le=120_000)
@@ -195,10 +242,12 @@ class ConfigProblem:
     message: str
     fix: str
     level: Literal["info", "warning"] = "warning"
+    count: int = 1  # how many problems this line stands for (a "(more)" line: the rest)
 
     def describe(self) -> str:
+        """One line, safe to print: control characters and lone surrogates escaped, cut short."""
         fix = f" ({self.fix})" if self.fix else ""
-        return f"{self.source}: {self.key}: {self.message}{fix}"
+        return printable(f"{self.source}: {shown_key(self.key)}: {self.message}{fix}", 2_000)
 
 
 @dataclass(frozen=True)
@@ -214,6 +263,11 @@ class LoadedConfig:
     def warnings(self) -> tuple[ConfigProblem, ...]:
         return tuple(problem for problem in self.problems if problem.level == "warning")
 
+    def notices(self) -> list[str]:
+        """The warnings a session shows, each once: a repository file's as one notice."""
+        project = None if self.project_file is None else str(self.project_file)
+        return config_notices(self.problems, project, sorted(PROJECT_ALLOWED))
+
 
 # Environment variables -> dotted config key. Documented in docs/configuration.md.
 ENV_KEYS: Mapping[str, str] = {
@@ -227,32 +281,73 @@ ENV_KEYS: Mapping[str, str] = {
     "PI_HINDSIGHT_RECALL_TIMEOUT_MS": "recall.timeoutMs",
     "PI_HINDSIGHT_TIMEOUT_MS": "timeoutMs",
 }
+# Booleans are strict (true/false only) in files; a variable is text, so these words map.
+_ENV_BOOLEANS: Mapping[str, bool] = {"true": True, "1": True, "false": False, "0": False}
+_ENV_BOOLEAN_KEYS = frozenset({"enabled"})
 LEGACY_FILE_NAMES = ("hindsight.json", "hindsight.jsonc")
 PROJECT_FILE_NAMES = (".pi/hindsight.json", ".pi/hindsight.jsonc")
+PROBLEMS_PER_SOURCE = 50  # then one "(more)" line
+
+
+def _comment_fix(path: Path) -> str:
+    if path.name == CONFIG_FILE_NAME:
+        return (
+            "remove them, or keep a commented config in the legacy <pi agent dir>/hindsight.jsonc "
+            "instead (JSONC; read only while config.json is absent)"
+        )
+    return f"remove them, or rename the file to {path.stem}.jsonc (JSONC allows comments)"
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
-    """Read a JSON (or JSONC for ``.jsonc``) object; ConfigError names the file and the fix."""
+    """Read a JSON (or JSONC for ``.jsonc``) object safely (``safe_files``: regular files only,
+    size and depth capped, UTF-8); ConfigError names the file, what is wrong and the fix."""
+    jsonc = path.suffix == ".jsonc"
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(
-            f"{path}: cannot read: {error}", hint="check the file's permissions"
-        ) from error
-    try:
-        if path.suffix == ".jsonc":
-            import json5  # noqa: PLC0415 - only for JSONC files
-
-            loaded = json5.loads(text)
-        else:
-            loaded = json.loads(text)
-    except ValueError as error:
-        raise ConfigError(
-            f"{path}: not valid JSON: {error}", hint="fix the syntax; defaults are used meanwhile"
-        ) from error
+        data = read_bytes(path, max_bytes=JSONC_MAX_BYTES if jsonc else CONFIG_MAX_BYTES)
+        loaded = loads(
+            data,
+            path,
+            max_depth=CONFIG_MAX_DEPTH,
+            jsonc=jsonc,
+            comment_fix=None if jsonc else _comment_fix(path),
+        )
+    except InputFileError as error:
+        raise ConfigError(str(error), hint=error.hint) from error
     if not isinstance(loaded, dict):
-        raise ConfigError(f"{path}: the top level must be a JSON object", hint="wrap it in {{}}")
+        raise ConfigError(
+            f"{path}: the top level is {type_name(loaded)}, not a JSON object; not read",
+            hint='put the settings in one object, e.g. {"profile": "project-only"}',
+        )
     return loaded
+
+
+def _drop_lone_surrogates(raw: dict[str, Any], source: str) -> list[ConfigProblem]:
+    """Keys whose value (or name) holds a lone surrogate escape such as ``"\\ud800"``: JSON
+    accepts it, but it is not text and cannot be printed, stored or sent; each key is dropped."""
+    dropped: set[tuple[str, ...]] = set()
+    for where in lone_surrogate_paths(raw):
+        index = next((n for n, part in enumerate(where) if isinstance(part, int)), len(where))
+        keys = tuple(str(part) for part in where[:index])
+        if keys and keys not in dropped:
+            dropped.add(keys)
+            _drop_dotted(raw, keys)
+    return [
+        ConfigProblem(
+            source,
+            shown_key(".".join(keys)),
+            "holds a lone surrogate escape (such as \\ud800), which is not text",
+            "using the default; fix or remove the value",
+        )
+        for keys in sorted(dropped)
+    ]
+
+
+def _validation_problem(item: Mapping[str, Any], key: str, source: str) -> ConfigProblem:
+    fix = "using the default; fix or remove the value"
+    if item["type"] == "bool_type":
+        fix = "using the default; write true or false (JSON booleans, no quotes)"
+    got = shown_value(item.get("input"), key)
+    return ConfigProblem(source, key, f"{item['msg']} (got {got})", fix)
 
 
 def _validate(
@@ -267,14 +362,8 @@ def _validate(
             for item in error.errors():
                 location = tuple(item["loc"])
                 key = ".".join(str(part) for part in location)
-                problems.append(
-                    ConfigProblem(
-                        source=_source_for(key, source_of, default_source),
-                        key=key,
-                        message=f"{item['msg']} (got {item.get('input')!r})",
-                        fix="using the default; fix or remove the value",
-                    )
-                )
+                source = _source_for(key, source_of, default_source)
+                problems.append(_validation_problem(item, key, source))
                 _drop_dotted(raw, location)
     return Settings(), problems  # pragma: no cover - defensive
 
@@ -316,7 +405,7 @@ def _resolve_secret_refs(
         return []
     reference = hindsight["apiKey"]
     name = reference.get("name")
-    if reference.get("source") != "env" or not isinstance(name, str):
+    if reference.get("source") != "env" or not isinstance(name, str) or not name:
         hindsight.pop("apiKey")
         return [
             ConfigProblem(
@@ -327,6 +416,16 @@ def _resolve_secret_refs(
             )
         ]
     value = env.get(name)
+    if value and lone_surrogate_paths(value):
+        hindsight.pop("apiKey")
+        return [
+            ConfigProblem(
+                source,
+                "hindsight.apiKey",
+                f"environment variable {shown_key(name)} is not valid UTF-8 text",
+                "set it to the key as text",
+            )
+        ]
     if value:
         hindsight["apiKey"] = value
         return []
@@ -335,15 +434,21 @@ def _resolve_secret_refs(
         ConfigProblem(
             source,
             "hindsight.apiKey",
-            f"environment variable {name} is not set",
+            f"environment variable {shown_key(name)} is not set",
             "export it, or remove the reference",
         )
     ]
 
 
-def _file_problem(path: Path, error: ConfigError) -> ConfigProblem:
+def _file_problem(path: Path, error: ConfigError, ignored: str) -> ConfigProblem:
     message = str(error).removeprefix(f"{path}: ")
-    return ConfigProblem(str(path), "(file)", message, error.hint or "")
+    fix = "; ".join(part for part in (error.hint, ignored) if part)
+    return ConfigProblem(str(path), "(file)", message, fix)
+
+
+def _exists(path: Path) -> bool:
+    """Present at all (a dangling symlink too, so that it is reported rather than ignored)."""
+    return os.path.lexists(path)
 
 
 def _read_user_layer(
@@ -352,13 +457,14 @@ def _read_user_layer(
     """Our config file, else the first legacy file found; read errors become problems."""
     candidates = [path] + [pi_agent_dir(dict(env)) / name for name in LEGACY_FILE_NAMES]
     for candidate in candidates:
-        if not candidate.exists():
+        if not _exists(candidate):
             continue
         raw: dict[str, Any] = {}
         try:
             raw = read_config_file(candidate)
         except ConfigError as error:
-            problems.append(_file_problem(candidate, error))
+            problems.append(_file_problem(candidate, error, "built-in defaults are used meanwhile"))
+        problems.extend(_drop_lone_surrogates(raw, str(candidate)))
         if candidate != path:
             problems.append(
                 ConfigProblem(
@@ -379,16 +485,18 @@ def _apply_project_file(
     sources: dict[str, str],
     problems: list[ConfigProblem],
 ) -> Path | None:
-    """Apply the allowlisted keys of ``<repo>/.pi/hindsight.json``; report the rest as ignored."""
+    """Apply the allowlisted keys of ``<repo>/.pi/hindsight.json``; report the rest as ignored.
+    An unreadable file is one problem and changes nothing: memory stays as the user set it."""
     for name in PROJECT_FILE_NAMES:
         candidate = project_root / name
-        if not candidate.exists():
+        if not _exists(candidate):
             continue
         try:
             project_raw = read_config_file(candidate)
         except ConfigError as error:
-            problems.append(_file_problem(candidate, error))
+            problems.append(_file_problem(candidate, error, "its settings are ignored"))
             return candidate
+        problems.extend(_drop_lone_surrogates(project_raw, str(candidate)))
         kept, ignored = filter_project_file(project_raw)
         applied = apply_project_limits(raw, kept, Settings().model_dump(by_alias=True))
         for change in (*ignored, *applied):
@@ -402,16 +510,49 @@ def _apply_project_file(
 
 
 def _apply_environment(
-    raw: dict[str, Any], env: Mapping[str, str], sources: dict[str, str]
+    raw: dict[str, Any],
+    env: Mapping[str, str],
+    sources: dict[str, str],
+    problems: list[ConfigProblem],
 ) -> None:
     for variable, dotted in ENV_KEYS.items():
         value = env.get(variable)
         superseded = variable == "PI_HINDSIGHT_GLOBAL_BANK_ID" and env.get(
             "PI_HINDSIGHT_USER_BANK_ID"
         )
-        if value and not superseded:
-            set_dotted(raw, dotted, value)
-            sources[dotted] = variable
+        if not value or superseded:
+            continue
+        if lone_surrogate_paths(value):  # bytes that were not UTF-8 in the environment
+            problems.append(
+                ConfigProblem(variable, dotted, "is not valid UTF-8 text; ignored", "fix it")
+            )
+            continue
+        typed: str | bool = value
+        if dotted in _ENV_BOOLEAN_KEYS:
+            typed = _ENV_BOOLEANS.get(value.strip().lower(), value)
+        set_dotted(raw, dotted, typed)
+        sources[dotted] = variable
+
+
+def _capped(problems: list[ConfigProblem]) -> tuple[ConfigProblem, ...]:
+    """At most :data:`PROBLEMS_PER_SOURCE` per file or variable, then one line counting the rest
+    (a hostile file cannot flood status or the session)."""
+    kept: list[ConfigProblem] = []
+    rest: dict[str, list[ConfigProblem]] = {}
+    counts: dict[str, int] = {}
+    for problem in problems:
+        counts[problem.source] = counts.get(problem.source, 0) + 1
+        if counts[problem.source] <= PROBLEMS_PER_SOURCE:
+            kept.append(problem)
+        else:
+            rest.setdefault(problem.source, []).append(problem)
+    for source, more in rest.items():
+        level: Literal["info", "warning"] = (
+            "warning" if any(p.level == "warning" for p in more) else "info"
+        )
+        message = f"{len(more)} more problem(s) not listed"
+        kept.append(ConfigProblem(source, "(more)", message, "", level, count=len(more)))
+    return tuple(kept)
 
 
 def load_config(
@@ -420,7 +561,9 @@ def load_config(
     *,
     project_root: Path | None = None,
 ) -> LoadedConfig:
-    """Effective settings: defaults < user file < allowed repository keys < environment."""
+    """Effective settings: defaults < user file < allowed repository keys < environment.
+
+    Never raises: whatever the files hold, the result is settings plus the problems found."""
     env = os.environ if env is None else env
     directory = default_state_dir(dict(env)) if state_dir is None else state_dir
     path = directory / CONFIG_FILE_NAME
@@ -437,11 +580,11 @@ def load_config(
     project_file = (
         None if project_root is None else _apply_project_file(raw, project_root, sources, problems)
     )
-    _apply_environment(raw, env, sources)
+    _apply_environment(raw, env, sources, problems)
     settings, validation_problems = _validate(raw, sources, user_name)
     return LoadedConfig(
         settings=settings,
-        problems=(*problems, *validation_problems),
+        problems=_capped([*problems, *validation_problems]),
         path=path,
         user_source=user_source,
         sources=sources,
@@ -449,19 +592,32 @@ def load_config(
     )
 
 
+def validate_raw(raw: dict[str, Any], source: str) -> tuple[Settings, list[ConfigProblem]]:
+    """Validate one file's (migrated) keys alone: for ``config migrate``."""
+    problems = _drop_lone_surrogates(raw, source)
+    settings, invalid = _validate(raw, {}, source)
+    return settings, [*problems, *invalid]
+
+
 def write_config_file(path: Path, data: Mapping[str, Any]) -> None:
     """Write ``data`` as the user config, atomically and owner-only (0600 in a 0700 dir)."""
     ensure_private_dir(path.parent)
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    if lone_surrogate_paths(text):  # keep such strings as \\u escapes rather than fail
+        text = json.dumps(data, indent=2)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        handle.write(text + "\n")
     temporary.replace(path)
 
 
 def redacted(settings: Settings) -> dict[str, Any]:
-    """The effective settings as JSON, with the API key hidden."""
+    """The effective settings as JSON: the API key hidden, the server URL without its password."""
     data = settings.model_dump(by_alias=True, mode="json")
-    if data.get("hindsight", {}).get("apiKey"):
-        data["hindsight"]["apiKey"] = "***"
+    hindsight = data.get("hindsight", {})
+    if hindsight.get("apiKey"):
+        hindsight["apiKey"] = "***"
+    if hindsight.get("baseUrl"):
+        hindsight["baseUrl"] = display_url(hindsight["baseUrl"])
     return data

@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from pi_hindsight.config_display import NOT_ALLOWED_IN_REPOSITORY, shown_value
+
 Level = Literal["info", "warning"]
 
 
@@ -166,12 +168,12 @@ def migrate_legacy(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[Change]
         reason = (
             "the heuristic router was removed; user-bank writes are explicit only"
             if mode == "router"
-            else f"invalid value {mode!r}; using the default"
+            else f"invalid value {shown_value(mode)}; using the default"
         )
         changes.append(
             Change(
                 "userRetain.mode",
-                f"{mode!r} → 'explicit-only' ({reason})",
+                f"{shown_value(mode)} → 'explicit-only' ({reason})",
                 "info" if mode == "router" else "warning",
             )
         )
@@ -269,16 +271,20 @@ def filter_project_file(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[Ch
     for dotted in _leaf_keys(raw):
         if dotted in PROJECT_ALLOWED:
             set_dotted(kept, dotted, _get(raw, dotted))
-        else:
+        elif not _is_empty_object(raw, dotted):
             changes.append(
                 Change(
                     dotted,
-                    "ignored: a repository file may not set this (only "
-                    f"{', '.join(sorted(PROJECT_ALLOWED))})",
+                    f"{NOT_ALLOWED_IN_REPOSITORY} (only {', '.join(sorted(PROJECT_ALLOWED))})",
                     "warning",
                 )
             )
     return kept, changes
+
+
+def _is_empty_object(raw: Mapping[str, Any], dotted: str) -> bool:
+    value = _get(raw, dotted)
+    return isinstance(value, Mapping) and not value
 
 
 def apply_project_limits(
@@ -296,7 +302,9 @@ def apply_project_limits(
         if rule == "lower-only":
             if not isinstance(value, int) or isinstance(value, bool):
                 changes.append(
-                    Change(dotted, f"ignored: {value!r} is not a whole number", "warning")
+                    Change(
+                        dotted, f"ignored: {shown_value(value)} is not a whole number", "warning"
+                    )
                 )
                 continue
             if isinstance(current, int) and value > current:
@@ -310,5 +318,5 @@ def apply_project_limits(
             )
             continue
         set_dotted(merged, dotted, value)
-        changes.append(Change(dotted, f"set to {value!r} by the repository file"))
+        changes.append(Change(dotted, f"set to {shown_value(value)} by the repository file"))
     return changes

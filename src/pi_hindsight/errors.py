@@ -5,6 +5,9 @@ does about it, not by where it happened::
 
     PiHindsightError
     ├── ConfigError            bad configuration: name the file, the key and the fix; not retried
+    ├── InputFileError         a file we do not control (config, repository file, Pi session,
+    │                          export) cannot be read safely: special file, too large, not UTF-8,
+    │                          bad or too deeply nested JSON (``safe_files.py``); never modified
     ├── StateError             a local state file (catalog, outbox, evidence) is unusable
     │   └── CorruptStateError  ...because it is damaged or foreign; it is set aside, never deleted
     ├── ScopeError             the session has no usable scope (e.g. not registered)
@@ -45,6 +48,10 @@ class PiHindsightError(Exception):
 
 class ConfigError(PiHindsightError):
     """Configuration is invalid; the message names the file, the key and the fix."""
+
+
+class InputFileError(PiHindsightError):
+    """A file we read but do not control is unusable; the message names it and what is wrong."""
 
 
 class StateError(PiHindsightError):

@@ -46,6 +46,7 @@ from pi_hindsight.backend.records import (
     RetainItem,
     TagsMatch,
 )
+from pi_hindsight.config_display import display_url, scrub, url_secrets
 from pi_hindsight.errors import (
     BackendError,
     BackendMalformed,
@@ -126,6 +127,7 @@ class HindsightBackend:
 
     def __init__(self, base_url: str, *, api_key: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        self._shown_url = display_url(self.base_url)  # errors never quote a password
         configuration = Configuration(host=self.base_url)
         self._client = ApiClient(configuration)
         self._client.user_agent = "pi-hindsight"
@@ -163,12 +165,13 @@ class HindsightBackend:
             raise translate_api_exception(error, what, bank) from error
         except TimeoutError as error:
             raise BackendUnavailable(
-                f"{what} timed out after {timeout:.1f}s ({self.base_url})",
+                f"{what} timed out after {timeout:.1f}s ({self._shown_url})",
                 hint="the Hindsight server is slow or unreachable; check `pi-hindsight status`",
             ) from error
         except (aiohttp.ClientError, OSError) as error:
             raise BackendUnavailable(
-                f"{what}: cannot reach Hindsight at {self.base_url}: {error}",
+                f"{what}: cannot reach Hindsight at {self._shown_url}: "
+                f"{scrub(str(error), url_secrets(self.base_url))}",
                 hint="start it with `pi-hindsight server start` or set the server URL",
             ) from error
         except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as error:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -12,6 +13,7 @@ import click
 from pi_hindsight.paths import state_dir as default_state_dir
 
 F = TypeVar("F", bound=Callable[..., Any])
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def state_dir_option(function: F) -> F:
@@ -32,4 +34,7 @@ def resolve_state_dir(state_dir: Path | None) -> Path:
 
 
 def echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    if not text.isascii() and _SURROGATE.search(text):
+        text = json.dumps(value, indent=2, default=str)  # lone surrogates stay \u escapes
+    click.echo(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +14,15 @@ from pi_hindsight.config import (
     load_config,
     read_config_file,
     redacted,
+    validate_raw,
     write_config_file,
 )
-from pi_hindsight.config_migrate import migrate_legacy, unknown_keys
+from pi_hindsight.config_display import display_url, shown_key
+from pi_hindsight.config_migrate import Change, migrate_legacy, unknown_keys
 from pi_hindsight.errors import ConfigError
 from pi_hindsight.identity import resolve_identity
 from pi_hindsight.paths import pi_agent_dir
+from pi_hindsight.safe_files import printable
 
 _project_option = click.option(
     "--cwd",
@@ -31,6 +35,18 @@ _project_option = click.option(
 @click.group()
 def config() -> None:
     """The configuration: show, validate, migrate a legacy config."""
+
+
+def _hide_secrets(config: dict[str, Any]) -> dict[str, Any]:
+    """A copy to print: the API key as ``***``, the server URL without its password."""
+    shown = copy.deepcopy(config)
+    hindsight = shown.get("hindsight")
+    if isinstance(hindsight, dict):
+        if hindsight.get("apiKey"):
+            hindsight["apiKey"] = "***"
+        if isinstance(hindsight.get("baseUrl"), str):
+            hindsight["baseUrl"] = display_url(hindsight["baseUrl"])
+    return shown
 
 
 def _load(state_dir: Path | None, cwd: Path | None) -> Any:
@@ -123,13 +139,20 @@ def migrate(source: Path | None, write: bool, state_dir: Path | None, as_json: b
     raw = read_config_file(source)
     migrated, changes = migrate_legacy(raw)
     changes.extend(unknown_keys(migrated, Settings))
-    supported = Settings.model_validate(migrated).model_dump(by_alias=True, exclude_defaults=True)
-    report = {
+    settings, problems = validate_raw(migrated, str(source))
+    changes.extend(Change(p.key, f"{p.message}; {p.fix}", p.level) for p in problems)
+    supported = settings.model_dump(by_alias=True, exclude_defaults=True)
+    shown = _hide_secrets(supported)
+    shown_changes = [
+        {"key": shown_key(c.key), "message": printable(c.message, 500), "level": c.level}
+        for c in changes
+    ]
+    report: dict[str, Any] = {
         "from": str(source),
         "to": str(target),
         "written": False,
-        "changes": [{"key": c.key, "message": c.message, "level": c.level} for c in changes],
-        "config": supported,
+        "changes": shown_changes,
+        "config": shown,
     }
     if write:
         if target.exists() and target != source:
@@ -143,7 +166,7 @@ def migrate(source: Path | None, write: bool, state_dir: Path | None, as_json: b
         echo_json(report)
         return
     click.echo(f"migrating {source}")
-    for change in changes:
-        click.echo(f"  {change.level}: {change.key}: {change.message}")
-    echo_json(supported)
+    for change in shown_changes:
+        click.echo(f"  {change['level']}: {change['key']}: {change['message']}")
+    echo_json(shown)
     click.echo(f"written to {target}" if write else "dry run: add --write to save it")

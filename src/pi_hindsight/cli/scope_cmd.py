@@ -13,8 +13,13 @@ import click
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
 from pi_hindsight.config import load_config
 from pi_hindsight.engine.scope import register_location, resolve_scope
-from pi_hindsight.errors import ScopeError, StateError
+from pi_hindsight.errors import InputFileError, ScopeError, StateError
+from pi_hindsight.safe_files import loads, read_bytes
 from pi_hindsight.stores.catalog import Catalog, ScopeRecord
+
+# An export holds every scope, location and decline: generous, but bounded.
+EXPORT_MAX_BYTES = 64_000_000
+EXPORT_MAX_DEPTH = 16
 
 
 def _record_json(record: ScopeRecord) -> dict[str, object]:
@@ -163,9 +168,16 @@ def import_scopes(source: Path, state_dir: Path | None, as_json: bool) -> None:
     """Merge an export into the catalogue. Existing scopes are never rewritten: a scope id with
     a different bank or tags is reported as a conflict."""
     try:
-        data = json.loads(source.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise StateError(f"{source}: cannot read the export: {error}") from error
+        data = loads(
+            read_bytes(source, max_bytes=EXPORT_MAX_BYTES), source, max_depth=EXPORT_MAX_DEPTH
+        )
+    except InputFileError as error:
+        raise StateError(f"cannot read the export: {error}", hint=error.hint) from error
+    if not isinstance(data, dict):
+        raise StateError(
+            f"{source}: not a catalogue export (the top level is not a JSON object)",
+            hint="export again with `pi-hindsight scope export`",
+        )
     catalog = Catalog(resolve_state_dir(state_dir))
     try:
         report = catalog.import_(data)

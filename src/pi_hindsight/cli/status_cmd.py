@@ -13,25 +13,36 @@ import click
 
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
 from pi_hindsight.config import load_config
+from pi_hindsight.config_display import basic_auth, display_url, scrub, url_secrets
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, resolve_scope
+from pi_hindsight.identity import resolve_identity
 from pi_hindsight.rpc.sidecar import resolve_base_url
 from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.outbox import Outbox
 
 
 def _health(base_url: str | None, timeout_s: float) -> dict[str, Any]:
+    """Probe ``/health``; the URL is reported without its password, and no error text that
+    quotes the URL can leak it."""
     if base_url is None:
         return {"url": None, "healthy": False, "problem": "no server configured or recorded"}
+    shown = display_url(base_url)
+    plain, authorization = basic_auth(base_url)  # urllib does not take user:password@ itself
+    request = urllib.request.Request(f"{plain.rstrip('/')}/health")  # noqa: S310 - our URL
+    if authorization is not None:
+        request.add_header("Authorization", authorization)
     try:
-        with urllib.request.urlopen(f"{base_url}/health", timeout=timeout_s) as response:  # noqa: S310 - our configured URL
-            body = json.loads(response.read() or b"{}")
-            return {"url": base_url, "healthy": response.status == 200, "detail": body}
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - our configured URL
+            body = json.loads(response.read(65_536) or b"{}")
+            return {"url": shown, "healthy": response.status == 200, "detail": body}
     except (urllib.error.URLError, OSError, ValueError) as error:
-        return {"url": base_url, "healthy": False, "problem": str(error)}
+        problem = scrub(str(error), url_secrets(base_url))
+        return {"url": shown, "healthy": False, "problem": problem}
 
 
 def collect_status(directory: Path, cwd: Path, *, check_server: bool) -> dict[str, Any]:
-    loaded = load_config(directory)
+    # The repository file's problems are listed too (a session shows them as one warning).
+    loaded = load_config(directory, project_root=resolve_identity(cwd).root)
     settings = loaded.settings
     catalog = Catalog(directory)
     try:
@@ -62,7 +73,7 @@ def collect_status(directory: Path, cwd: Path, *, check_server: bool) -> dict[st
         "scope": {**asdict(scope), "tagsMatch": SCOPE_TAGS_MATCH},
         "server": _health(base_url, settings.timeout_ms / 1000)
         if check_server
-        else {"url": base_url},
+        else {"url": None if base_url is None else display_url(base_url)},
         "outbox": health,
     }
 

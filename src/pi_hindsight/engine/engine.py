@@ -70,7 +70,7 @@ class _Session:
 
 def _config_notices(config: LoadedConfig) -> list[Notice]:
     """Config warnings for the host; info-level notes (legacy keys migrated) stay in status."""
-    return [Notice("warning", problem.describe()) for problem in config.warnings]
+    return [Notice("warning", text) for text in config.notices()]
 
 
 def _consent_question(cwd: Path, resolution: ScopeResolution) -> ConsentQuestion:

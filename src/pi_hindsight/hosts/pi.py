@@ -27,10 +27,11 @@ from pi_hindsight.engine.types import (
     SessionView,
     UserRequest,
 )
-from pi_hindsight.errors import PiHindsightError, RpcError
+from pi_hindsight.errors import InputFileError, PiHindsightError, RpcError
 from pi_hindsight.hosts import pi_context
 from pi_hindsight.hosts.pi_commands import PiCommands
 from pi_hindsight.rpc.protocol import INVALID_PARAMS, PROTOCOL_VERSION
+from pi_hindsight.safe_files import SESSION_HEADER_MAX_BYTES, FileMissing, read_json_lines
 
 logger = logging.getLogger(__name__)
 
@@ -188,18 +189,25 @@ def read_visible_context(session_file: str | None, turns: int) -> DeliveryMemory
 
 def session_start_dir(session_file: str | None, cwd: Path) -> Path:
     """The directory the session started in: a resumed session keeps the scope of the directory
-    recorded in its session file's header, wherever Pi runs now (R-SCOPE-5)."""
-    if session_file:
-        try:
-            with Path(session_file).open(encoding="utf-8") as handle:
-                header = json.loads(handle.readline() or "{}")
-        except (OSError, ValueError):
-            return cwd
-        if not isinstance(header, dict) or header.get("type") != "session":
-            return cwd
-        recorded = header.get("cwd")
-        if isinstance(recorded, str) and Path(recorded).is_dir():
-            return Path(recorded)
+    recorded in its session file's header, wherever Pi runs now (R-SCOPE-5). Only the header is
+    read (``safe_files``: a regular file, a bounded line); anything unusable means ``cwd``."""
+    if not session_file:
+        return cwd
+    try:
+        lines = read_json_lines(
+            Path(session_file), max_bytes=None, max_line_bytes=SESSION_HEADER_MAX_BYTES, max_lines=1
+        )
+    except FileMissing:
+        return cwd
+    except InputFileError as error:
+        logger.warning("session header not read: %s", error)
+        return cwd
+    header = lines.values[0][1] if lines.values else None
+    if not isinstance(header, dict) or header.get("type") != "session":
+        return cwd
+    recorded = header.get("cwd")
+    if isinstance(recorded, str) and Path(recorded).is_dir():
+        return Path(recorded)
     return cwd
 
 

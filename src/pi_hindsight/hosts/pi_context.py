@@ -4,12 +4,12 @@ The sidecar reads a session file for three things: the directory a resumed sessi
 (its header), the recent conversation (to enrich the recall query of a resumed session), and which
 memory records are already delivered in the *visible* context — the path from the current leaf to
 the root, with everything before the latest compaction's first kept entry summarised away.
-Parsing is tolerant: a bad line is skipped, never fatal.
+Parsing is tolerant: a bad line is skipped, never fatal; the file is read through ``safe_files``
+(regular files only, 64 MB and 16 MB per line at most, nesting bounded).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from pi_hindsight.engine.render import CUSTOM_TYPE
+from pi_hindsight.errors import InputFileError
+from pi_hindsight.safe_files import FileMissing, read_json_lines
 
 logger = logging.getLogger(__name__)
-
-_MAX_FILE_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -35,26 +35,20 @@ class SessionFile:
 
 
 def read_session_file(path: Path) -> SessionFile | None:
-    """Parse a session file; None when it does not exist or is not a Pi session."""
+    """Parse a session file; None when it does not exist, cannot be read safely (a special
+    file, over the size cap: ``safe_files``) or is not a Pi session. Bad lines are skipped, and
+    logged once per read."""
     try:
-        if path.stat().st_size > _MAX_FILE_BYTES:
-            logger.warning("session file %s is too large to read", path)
-            return None
-        # Split on LF only: U+2028/U+2029 are legal inside JSON strings (splitlines breaks them).
-        lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
-    except OSError:
+        lines = read_json_lines(path)
+    except FileMissing:
+        return None  # Pi writes a new session's file only after its first reply
+    except InputFileError as error:
+        logger.warning("session file not read: %s", error)
         return None
-    parsed: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except ValueError:
-            logger.info("skipping unreadable line %d of %s", number, path)
-            continue
-        if isinstance(value, dict):
-            parsed.append(value)
+    note = lines.note(path)
+    if note is not None:
+        logger.warning("%s", note)
+    parsed = [value for _, value in lines.values if isinstance(value, dict)]
     if not parsed or parsed[0].get("type") != "session":
         return None
     return SessionFile(header=parsed[0], entries=tuple(parsed[1:]))

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pi_hindsight.engine.render import CUSTOM_TYPE
-from pi_hindsight.errors import StateError
+from pi_hindsight.errors import InputFileError, StateError
+from pi_hindsight.safe_files import read_json_lines
 from pi_hindsight.stores.evidence_schema import EvidenceDetail, EvidenceRecord
 
 _MAX_REPLY_ENTRIES = 60
@@ -191,22 +192,16 @@ def _entry(raw: Mapping[str, Any], line: int) -> SessionEntry | None:
 
 
 def read_session(path: Path) -> PiSession:
-    """Parse a Pi session file; unreadable lines are skipped and their numbers kept."""
+    """Parse a Pi session file (through ``safe_files``: a regular file, bounded lines and
+    size); unreadable lines are skipped and their numbers kept."""
     try:
-        raw_lines = path.read_bytes().split(b"\n")  # LF only: U+2028 may sit inside JSON strings
-    except OSError as error:
-        raise StateError(f"cannot read Pi session file {path}: {error.strerror}") from error
+        lines = read_json_lines(path)
+    except InputFileError as error:
+        raise StateError(f"cannot read Pi session file: {error}", hint=error.hint) from error
     entries: list[SessionEntry] = []
-    bad: list[int] = []
+    bad = [number for number, _ in lines.bad_lines]
     session_id = cwd = None
-    for number, raw_line in enumerate(raw_lines, start=1):
-        if not raw_line.strip():
-            continue
-        try:
-            raw = json.loads(raw_line)
-        except ValueError:
-            bad.append(number)
-            continue
+    for number, raw in lines.values:
         if not isinstance(raw, dict):
             bad.append(number)
         elif raw.get("type") == "session":
@@ -218,7 +213,7 @@ def read_session(path: Path) -> PiSession:
         session_id=session_id if isinstance(session_id, str) else None,
         cwd=cwd if isinstance(cwd, str) else None,
         entries=tuple(entries),
-        bad_lines=tuple(bad),
+        bad_lines=tuple(sorted(bad)),
     )
 
 
@@ -368,7 +363,10 @@ def explain(detail: EvidenceDetail, *, session_file: Path | None, agent_dir: Pat
     if not path.exists():
         problem = "the session file does not exist (deleted, or the session was never saved)"
         return Explanation(detail, diagnosis, str(path), problem, None, None)
-    session = read_session(path)
+    try:
+        session = read_session(path)
+    except StateError as error:
+        return Explanation(detail, diagnosis, str(path), error.describe(), None, None)
     trace = trace_request(session, record)
     notes = list(diagnosis.notes)
     matches: bool | None = None

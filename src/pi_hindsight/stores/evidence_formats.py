@@ -21,14 +21,17 @@ as a hash and a length (R-EVID-2). Lines older than the retention period are ski
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast, get_args
 
+from pi_hindsight.safe_files import BadJson, loads_line
 from pi_hindsight.stores.evidence_schema import LegacyRow, Outcome
+
+# Legacy records are a few levels deep; deeper lines are bad lines, never a RecursionError.
+LEGACY_MAX_DEPTH = 64
 
 _CLIP = 2_000
 
@@ -304,9 +307,9 @@ def _from_v1(obj: dict[str, Any], raw: bytes, at: float) -> LegacyRow | Bad:
 def parse_line(raw: bytes, *, not_before: float) -> LegacyRow | Skip | Bad:
     """One legacy line (or document item, as bytes of JSON) → a row, a skip or a bad line."""
     try:
-        obj = json.loads(raw)
-    except ValueError as error:
-        return Bad(f"not JSON ({error.args[0] if error.args else error})")
+        obj = loads_line(raw, max_depth=LEGACY_MAX_DEPTH)
+    except BadJson as error:
+        return Bad(str(error))
     return parse_object(obj, raw, not_before=not_before)
 
 

@@ -16,15 +16,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pi_hindsight.errors import StateError
+from pi_hindsight.errors import InputFileError, StateError
+from pi_hindsight.safe_files import BadJson, loads_line, open_regular
 from pi_hindsight.stores.evidence import EvidenceLedger, EvidenceSpaceError
-from pi_hindsight.stores.evidence_formats import Bad, Skip, parse_line, parse_object
+from pi_hindsight.stores.evidence_formats import (
+    LEGACY_MAX_DEPTH,
+    Bad,
+    Skip,
+    parse_line,
+    parse_object,
+)
 from pi_hindsight.stores.evidence_schema import LegacyRow, LegacySource, format_bytes
 
 LINE_LIMIT = 16 * 1024 * 1024
@@ -107,8 +115,8 @@ class _Run:
 
 def _is_json(raw: bytes) -> bool:
     try:
-        json.loads(raw)
-    except ValueError:
+        loads_line(raw, max_depth=LEGACY_MAX_DEPTH)
+    except BadJson:
         return False
     return True
 
@@ -116,8 +124,8 @@ def _is_json(raw: bytes) -> bool:
 def _document_items(content: bytes) -> list[tuple[object, bytes]] | None:
     """A whole-file JSON document: one object, or a list of objects (each is one record)."""
     try:
-        document = json.loads(content)
-    except ValueError:
+        document = loads_line(content, max_depth=LEGACY_MAX_DEPTH + 1)
+    except BadJson:
         return None
     items = document if isinstance(document, list) else [document]
     return [(item, json.dumps(item, sort_keys=True).encode()) for item in items]
@@ -291,9 +299,12 @@ def migrate_file(
     :class:`MigrationNoSpace` when the cap has no room for more, StateError when unreadable."""
     path = path.expanduser().resolve()
     try:
-        size = path.stat().st_size
-        with path.open("rb") as handle:
+        # A regular file only: a FIFO, device or directory is refused, never read forever.
+        with open_regular(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
             return _Migration(ledger, path, handle, size, progress).migrate(batch_lines)
+    except InputFileError as error:
+        raise StateError(f"cannot read legacy evidence: {error}", hint=error.hint) from error
     except OSError as error:
         raise StateError(
             f"cannot read legacy evidence {path}: {error.strerror or error}"
