@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
+from pi_hindsight.hosts.pi.explain import explain
+from pi_hindsight.hosts.pi.session_file import find_session_file, read_session
 from pi_hindsight.standin import StandIn
 from pi_hindsight.stores.evidence import EvidenceLedger
-from pi_hindsight.stores.evidence_explain import explain, find_session_file, read_session
 from tests.plugins.standin import pi_env, write_pi_agent_dir
 
 pytestmark = [pytest.mark.pi]

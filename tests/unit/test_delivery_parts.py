@@ -8,7 +8,7 @@ from pi_hindsight.engine.memo import memo_id
 from pi_hindsight.engine.query import build_query, is_trivial
 from pi_hindsight.engine.render import MessageBuilder, estimate_tokens
 from pi_hindsight.engine.scope import Scope
-from pi_hindsight.hosts.pi_context import (
+from pi_hindsight.hosts.pi.session_file import (
     delivered_record_ids,
     memo_delivered,
     read_session_file,
@@ -133,7 +133,7 @@ def test_visible_context_follows_the_leaf_and_the_latest_compaction(tmp_path: Pa
     session = read_session_file(path)
     assert session is not None and session.cwd == str(tmp_path)
     visible = visible_entries(session.entries)
-    assert [entry["id"] for entry in visible] == ["d", "e", "g"]
+    assert [entry.entry_id for entry in visible] == ["d", "e", "g"]
     assert delivered_record_ids(visible) == {"m2"}  # m1 was compacted away; m9 is on another branch
     assert memo_delivered(visible) == "v1"
     assert recent_turns(visible, 5) == [("user", "three"), ("user", "four\u2028still four")]

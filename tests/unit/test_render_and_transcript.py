@@ -5,7 +5,7 @@ import json
 from pi_hindsight.backend.records import MemoryRecord
 from pi_hindsight.engine.render import FRAMING, estimate_tokens, render_block
 from pi_hindsight.engine.transcript import TurnMessage, render_turn
-from pi_hindsight.hosts.pi import turn_messages
+from pi_hindsight.hosts.pi.messages import turn_messages
 
 
 def _record(n: int, text: str | None = None) -> MemoryRecord:

@@ -224,7 +224,7 @@ class HindsightBackend:
         request = RecallRequest(
             query=query,
             types=list(types) if types else None,
-            budget=budget,  # type: ignore[arg-type]  # the generated model accepts the string
+            budget=budget,
             max_tokens=max_tokens,
             query_timestamp=query_timestamp,
             tags=list(tags),

@@ -16,6 +16,7 @@ import click
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
 from pi_hindsight.engine.tools import MEMORY_TOOL, RETAIN_GLOBAL_TOOL, MemoryTools, ToolResult
 from pi_hindsight.engine.types import SessionInfo
+from pi_hindsight.hosts.pi.naming import PI_HOST
 
 _cwd_option = click.option(
     "--cwd",
@@ -31,6 +32,7 @@ async def _call(state_dir: Path, cwd: Path, tool: str, params: dict[str, Any]) -
     from pi_hindsight.rpc.sidecar import create_backend, resolve_base_url  # noqa: PLC0415
 
     engine = MemoryEngine(
+        host=PI_HOST,
         state_dir=state_dir,
         config_loader=lambda root: load_config(state_dir, project_root=root),
         backend_factory=create_backend,

@@ -10,11 +10,12 @@ memo never blocks recall.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from pi_hindsight.backend.records import MemoryBackend, MemoryRecord
 from pi_hindsight.config import Settings
@@ -23,7 +24,16 @@ from pi_hindsight.engine.memo import MemoCache, MemoState, memo_id
 from pi_hindsight.engine.query import build_query, is_trivial
 from pi_hindsight.engine.render import MessageBuilder, SectionReport
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, USER_SCOPE_TAGS, Scope
-from pi_hindsight.engine.types import Delivery, DeliveryMemory, Notice, Outcome, UserRequest
+from pi_hindsight.engine.types import (
+    Delivery,
+    DeliveryDetails,
+    MemoUse,
+    Notice,
+    Omitted,
+    Outcome,
+    UserRequest,
+    VisibleContext,
+)
 from pi_hindsight.errors import BackendError, PiHindsightError
 from pi_hindsight.redaction import redact
 
@@ -32,21 +42,6 @@ logger = logging.getLogger(__name__)
 
 def redact_text(text: str) -> str:
     return redact(text).text
-
-
-@dataclass
-class Prepared:
-    """A delivery plus what the evidence ledger records about it."""
-
-    delivery: Delivery
-    bank_ids: tuple[str, ...] = ()
-    record_ids: tuple[str, ...] = ()
-    omitted: int = 0
-    tokens: int | None = None
-    recall_ms: float | None = None
-    total_ms: float | None = None
-    memo: tuple[str, str | None] | None = None  # (memo id, refresh time) when it was included
-    sections: list[SectionReport] = field(default_factory=list)
 
 
 @dataclass
@@ -67,15 +62,15 @@ class Deliverer:
         request: UserRequest,
         scope: Scope | None,
         settings: Settings,
-        memory: DeliveryMemory,
+        memory: VisibleContext,
         *,
         off_reason: str | None,
-    ) -> Prepared:
+    ) -> Delivery:
         started = time.perf_counter()
-        details: dict[str, Any] = {"requestId": request.request_id}
+        base = DeliveryDetails(request_id=request.request_id)
         if scope is None:
-            return _outcome("not_registered", details, reason=off_reason or "memory is off")
-        details.update({"scopeId": scope.scope_id, "bankId": scope.bank_id})
+            return _outcome("not_registered", base, reason=off_reason or "memory is off")
+        details = dataclasses.replace(base, scope_id=scope.scope_id, bank_id=scope.bank_id)
         recall = settings.recall
         if recall.skip_trivial and is_trivial(request.prompt):
             return _outcome("skipped", details, reason="trivial prompt")
@@ -104,17 +99,17 @@ class Deliverer:
                 if isinstance(error, BackendError)
                 else BackendError(f"recall timed out after {timeout:.1f}s")
             )
-            prepared = _outcome("backend_unavailable", details, reason=str(failure))
-            prepared.delivery = _with_notices(prepared.delivery, self.connection.note(failure))
-            return prepared
+            delivery = _outcome("backend_unavailable", details, reason=str(failure))
+            return delivery.with_notices(self.connection.note(failure))
         recall_ms = round((time.perf_counter() - started) * 1000, 1)
         notices = self.connection.note(None) if not fetched.errors else ()
-        prepared = self._compose(request, scope, settings, memory, fetched, details)
-        prepared.recall_ms = recall_ms
-        prepared.total_ms = round((time.perf_counter() - started) * 1000, 1)
-        details["recallMs"] = recall_ms
-        prepared.delivery = _with_notices(prepared.delivery, notices)
-        return prepared
+        delivery = self._compose(scope, settings, memory, fetched, details)
+        timed = dataclasses.replace(
+            delivery.details,
+            recall_ms=recall_ms,
+            total_ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+        return dataclasses.replace(delivery, details=timed).with_notices(notices)
 
     async def _fetch(
         self, backend: MemoryBackend, scope: Scope, settings: Settings, query: str
@@ -127,7 +122,7 @@ class Deliverer:
         fetched = _Fetched()
         overall = settings.recall.timeout_ms / 1000
         recall_timeout, memo_timeout = overall * 0.9, overall * 0.6
-        jobs: dict[str, Any] = {}
+        jobs: dict[str, Awaitable[object]] = {}
         if settings.project_recall:
             jobs["project"] = self._recall(
                 backend,
@@ -209,13 +204,12 @@ class Deliverer:
 
     def _compose(
         self,
-        request: UserRequest,
         scope: Scope,
         settings: Settings,
-        memory: DeliveryMemory,
+        memory: VisibleContext,
         fetched: _Fetched,
-        details: dict[str, Any],
-    ) -> Prepared:
+        details: DeliveryDetails,
+    ) -> Delivery:
         builder = MessageBuilder(
             scope_id=scope.scope_id,
             bank_id=scope.bank_id,
@@ -224,10 +218,10 @@ class Deliverer:
             redact=redact_text,
         )
         sections: list[SectionReport] = []
-        memo_included: tuple[str, str | None] | None = None
+        memo_used: MemoUse | None = None
+        memo_version: str | None = None
         memo = fetched.memo
         if memo is not None:
-            details["memo"] = memo.status
             version = memo.version
             if memo.status == "ready" and memo.model and version != memory.memo_version:
                 report = builder.add_memo(
@@ -237,8 +231,8 @@ class Deliverer:
                 )
                 sections.append(report)
                 if report.tokens:
-                    memo_included = (memo_id(scope), memo.model.last_refreshed_at)
-                    details["memoVersion"] = version
+                    memo_used = MemoUse(memo_id(scope), memo.model.last_refreshed_at)
+                    memo_version = version
         bank_ids = [scope.bank_id]
         if fetched.project:
             sections.append(
@@ -265,60 +259,47 @@ class Deliverer:
                 )
             )
         block = builder.build()
-        details["omitted"] = {
-            "budget": sum(s.omitted_budget for s in sections),
-            "duplicate": sum(s.omitted_duplicate for s in sections),
-            "alreadyDelivered": sum(s.omitted_already_delivered for s in sections),
-        }
+        omitted = Omitted(
+            budget=sum(s.omitted_budget for s in sections),
+            duplicate=sum(s.omitted_duplicate for s in sections),
+            already_delivered=sum(s.omitted_already_delivered for s in sections),
+        )
+        details = dataclasses.replace(
+            details,
+            bank_ids=tuple(bank_ids),
+            memo_status=None if memo is None else memo.status,
+            omitted=omitted,
+        )
         notices: tuple[Notice, ...] = tuple(
             Notice("warning", f"part of memory is unavailable: {error}") for error in fetched.errors
         )
         if block is None:
             found = len(fetched.project or ()) + len(fetched.user or ())
-            if found and details["omitted"]["alreadyDelivered"]:
-                prepared = _outcome(
+            if found and omitted.already_delivered:
+                delivery = _outcome(
                     "skipped",
                     details,
                     reason="everything recalled was already delivered in this session",
                 )
             else:
-                prepared = _outcome(
+                delivery = _outcome(
                     "nothing_found", details, reason="recall found nothing in scope"
                 )
-            prepared.bank_ids = tuple(bank_ids)
-            prepared.sections = sections
-            prepared.delivery = _with_notices(prepared.delivery, notices)
-            return prepared
-        details["recordIds"] = list(block.record_ids)
-        details["recordKeys"] = list(block.record_keys)
-        details["tokens"] = block.tokens
+            return delivery.with_notices(notices)
+        details = dataclasses.replace(
+            details,
+            record_ids=block.record_ids,
+            record_keys=block.record_keys,
+            tokens=block.tokens,
+            memo=memo_used,
+            memo_version=memo_version,
+        )
         memory.record_ids.update(block.record_ids)
         memory.record_keys.update(block.record_keys)
-        if memo_included is not None:
-            memory.memo_version = details.get("memoVersion")
-        delivery = Delivery("delivered", block.text, details, notices)
-        return Prepared(
-            delivery=delivery,
-            bank_ids=tuple(bank_ids),
-            record_ids=block.record_ids,
-            omitted=block.omitted,
-            tokens=block.tokens,
-            memo=memo_included,
-            sections=sections,
-        )
+        if memo_used is not None:
+            memory.memo_version = memo_version
+        return Delivery("delivered", block.text, details, notices)
 
 
-def _outcome(outcome: Outcome, details: dict[str, Any], *, reason: str) -> Prepared:
-    return Prepared(delivery=Delivery(outcome, None, details, reason=reason))
-
-
-def _with_notices(delivery: Delivery, notices: tuple[Notice, ...]) -> Delivery:
-    if not notices:
-        return delivery
-    return Delivery(
-        delivery.outcome,
-        delivery.text,
-        delivery.details,
-        (*delivery.notices, *notices),
-        delivery.reason,
-    )
+def _outcome(outcome: Outcome, details: DeliveryDetails, *, reason: str) -> Delivery:
+    return Delivery(outcome, None, details, reason=reason)

@@ -22,7 +22,7 @@ from typing import Any
 from pi_hindsight.backend.records import MemoryBackend
 from pi_hindsight.config import LoadedConfig, Settings
 from pi_hindsight.engine.connection import BackendFactory, HindsightConnection
-from pi_hindsight.engine.delivery import Deliverer, Prepared
+from pi_hindsight.engine.delivery import Deliverer
 from pi_hindsight.engine.retain_worker import RetainWorker
 from pi_hindsight.engine.scope import (
     Scope,
@@ -36,12 +36,14 @@ from pi_hindsight.engine.types import (
     CompletedTurn,
     ConsentQuestion,
     Delivery,
-    DeliveryMemory,
+    DeliveryDetails,
+    HostFacts,
     Notice,
     Outcome,
     SessionInfo,
     SessionView,
     UserRequest,
+    VisibleContext,
 )
 from pi_hindsight.errors import NoSession, PiHindsightError, StateError
 from pi_hindsight.identity import resolve_identity
@@ -55,7 +57,7 @@ logger = logging.getLogger(__name__)
 
 ConfigLoader = Callable[[Path | None], LoadedConfig]  # project root -> effective config
 # Reads what the host's session record says is visible now (delivered ids, memo, recent turns).
-ContextReader = Callable[[str | None, int], DeliveryMemory | None]
+ContextReader = Callable[[str | None, int], VisibleContext | None]
 
 
 @dataclass
@@ -65,7 +67,7 @@ class _Session:
     scope: Scope | None = None  # the registered scope, bank resolved for this session
     off_reason: str | None = None
     declined: bool = False
-    memory: DeliveryMemory = field(default_factory=DeliveryMemory)
+    memory: VisibleContext = field(default_factory=VisibleContext)
 
 
 def _config_notices(config: LoadedConfig) -> list[Notice]:
@@ -102,12 +104,14 @@ class MemoryEngine:
     def __init__(
         self,
         *,
+        host: HostFacts,
         state_dir: Path,
         config_loader: ConfigLoader,
         backend_factory: BackendFactory,
         base_url_resolver: Callable[[Settings], str | None],
         context_reader: ContextReader | None = None,
     ) -> None:
+        self.host = host
         self.state_dir = state_dir
         self._config_loader = config_loader
         self.config = config_loader(None)
@@ -169,27 +173,30 @@ class MemoryEngine:
             return ()
         return (Notice("warning", f"evidence is not being recorded: {error.describe()}"),)
 
-    def _record(self, request: UserRequest, prepared: Prepared) -> tuple[Notice, ...]:
+    def _record(self, request: UserRequest, delivery: Delivery) -> tuple[Notice, ...]:
         if self._evidence is None:
             return ()
         session = self._session
-        delivery = prepared.delivery
+        details = delivery.details
+        memo = details.memo
         try:
             self._evidence.record_prepared(
                 request.request_id,
                 outcome=delivery.outcome,
                 session_id=request.session_id,
-                scope_id=delivery.details.get("scopeId"),
-                bank_ids=prepared.bank_ids,
+                scope_id=details.scope_id,
+                bank_ids=details.bank_ids,
                 session_file=session.info.session_file if session else None,
                 reason=delivery.reason,
                 body=delivery.text,
-                record_ids=prepared.record_ids,
-                omitted=prepared.omitted,
-                tokens=prepared.tokens,
-                recall_ms=prepared.recall_ms,
-                total_ms=prepared.total_ms,
-                memo=None if prepared.memo is None else MemoInfo(*prepared.memo),
+                record_ids=details.record_ids,
+                omitted=details.omitted.budget
+                if details.omitted is not None and delivery.outcome == "delivered"
+                else 0,
+                tokens=details.tokens,
+                recall_ms=details.recall_ms,
+                total_ms=details.total_ms,
+                memo=None if memo is None else MemoInfo(memo.memo_id, memo.refreshed_at),
             )
         except StateError as error:
             return self._evidence_failed(error)
@@ -363,9 +370,9 @@ class MemoryEngine:
 
     async def prepare(self, request: UserRequest) -> Delivery:
         session = self._session
-        memory = session.memory if session else DeliveryMemory()
+        memory = session.memory if session else VisibleContext()
         try:
-            prepared = await self._deliverer.prepare(
+            delivery = await self._deliverer.prepare(
                 request,
                 self.scope(),
                 self.settings,
@@ -376,23 +383,16 @@ class MemoryEngine:
             # The user aborted (or the host gave up): the request goes on without memory.
             self._last_outcome, self._last_reason = "skipped", "cancelled by the host"
             scope = self.scope()
-            details = {} if scope is None else {"scopeId": scope.scope_id}
-            reason = "cancelled by the host before recall finished"
-            self._record(request, Prepared(Delivery("skipped", None, details, reason=reason)))
-
-            raise
-        delivery = prepared.delivery
-        self._last_outcome, self._last_reason = delivery.outcome, delivery.reason
-        recorded = self._record(request, prepared)
-        if recorded:
-            delivery = Delivery(
-                delivery.outcome,
-                delivery.text,
-                delivery.details,
-                (*delivery.notices, *recorded),
-                delivery.reason,
+            details = DeliveryDetails(
+                request.request_id,
+                scope_id=None if scope is None else scope.scope_id,
+                bank_id=None if scope is None else scope.bank_id,
             )
-        return delivery
+            reason = "cancelled by the host before recall finished"
+            self._record(request, Delivery("skipped", None, details, reason=reason))
+            raise
+        self._last_outcome, self._last_reason = delivery.outcome, delivery.reason
+        return delivery.with_notices(self._record(request, delivery))
 
     def memory_attached(self, request_id: str) -> None:
         self._evidence_call(lambda ledger: ledger.mark_attached(request_id))
@@ -449,9 +449,9 @@ class MemoryEngine:
             bank_id=scope.bank_id,
             item={
                 "content": text.content,
-                "document_id": f"pi-session-{turn.session_id}",
+                "document_id": self.host.session_document(turn.session_id),
                 "tags": list(scope.tags),
-                "context": f"Pi coding session in project {scope.project_id}",
+                "context": self.host.session_context(scope.project_id),
                 "update_mode": "append",
             },
         )
@@ -476,9 +476,9 @@ class MemoryEngine:
             bank_id=bank_id,
             item={
                 "content": text,
-                "document_id": f"pi-{request_id}",
+                "document_id": self.host.note_document(request_id),
                 "tags": list(tags),
-                "context": redact(context).text if context else f"{kind} from a Pi session",
+                "context": redact(context).text if context else self.host.note_context(kind),
                 "update_mode": "replace",
             },
         )
@@ -490,7 +490,11 @@ class MemoryEngine:
         item = {
             **item,
             "timestamp": datetime.now(UTC).isoformat(),
-            "metadata": {"source": "pi", "session_id": session_id, "request_id": request_id},
+            "metadata": {
+                "source": self.host.name,
+                "session_id": session_id,
+                "request_id": request_id,
+            },
         }
         self.outbox().enqueue(
             session_id=session_id, bank_id=bank_id, payload={"items": [item]}, request_id=request_id

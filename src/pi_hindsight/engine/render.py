@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pi_hindsight.backend.records import MemoryRecord
 
 FENCE = "hindsight-memory"
-CUSTOM_TYPE = "hindsight-memory"
 
 FRAMING = (
     "Reference material recalled from long-term memory (Hindsight) for the current project "

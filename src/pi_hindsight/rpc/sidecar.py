@@ -27,7 +27,10 @@ from pi_hindsight.backend.records import MemoryBackend
 from pi_hindsight.config import Settings, load_config
 from pi_hindsight.engine.engine import MemoryEngine
 from pi_hindsight.errors import NoSession, PiHindsightError, RpcError
-from pi_hindsight.hosts.pi import PiHost, ShutdownParams, read_visible_context
+from pi_hindsight.hosts.pi.host import PiHost
+from pi_hindsight.hosts.pi.naming import PI_HOST
+from pi_hindsight.hosts.pi.session_file import read_visible_context
+from pi_hindsight.hosts.pi.wire import ShutdownParams
 from pi_hindsight.paths import ensure_private_dir
 from pi_hindsight.paths import state_dir as default_state_dir
 from pi_hindsight.rpc import protocol
@@ -368,6 +371,7 @@ async def _main(state_dir: Path, output: BinaryIO) -> None:
         target=_read_lines, args=(sys.stdin.fileno(), inbox), name="stdin", daemon=True
     ).start()
     engine = MemoryEngine(
+        host=PI_HOST,
         state_dir=state_dir,
         config_loader=lambda root: load_config(state_dir, project_root=root),
         backend_factory=create_backend,

@@ -4,78 +4,55 @@
  * `notices` list is empty, a missing timeout keeps its default).
  */
 import { InvalidResultError } from "./rpc-client.ts";
+import type {
+	CommandResult as CommandResultWire,
+	CommandSpecWire,
+	ConfirmRequestWire,
+	MemoryMessageWire,
+	NoticeWire,
+	PrepareResult as PrepareResultWire,
+	SessionStateResult,
+	TextContentWire,
+	TimeoutsWire,
+	ToolSpecWire,
+	TurnResult as TurnResultWire,
+} from "./wire.ts";
 
-export type Level = "info" | "warning" | "error";
+// The shapes come from wire.ts, generated from the sidecar's Python models (docs/rpc.md): a
+// change there that this shim does not follow fails `tsc`. The parsed forms below are those
+// shapes after the lenient defaults of the checks (a missing list is empty, …).
 
-export interface Notice {
-	level: Level;
-	message: string;
-}
+export type Level = NoticeWire["level"];
+export type Notice = NoticeWire;
+export type ToolSpec = ToolSpecWire;
+export type CommandSpec = CommandSpecWire;
+export type Timeouts = TimeoutsWire;
 
-export interface ToolSpec {
-	name: string;
-	label: string;
-	description: string;
-	/** A JSON Schema object, passed to Pi as the tool's parameter schema. */
-	parameters: Record<string, unknown>;
-	timeoutMs: number;
-}
-
-export interface CommandSpec {
-	name: string;
-	description: string;
-}
-
-export interface Timeouts {
-	prepareMs: number;
-	confirmMs: number;
-	turnMs: number;
-	commandMs: number;
-	shutdownMs: number;
-	defaultMs: number;
-}
-
-/** The answer to `initialize` and `consent`. */
-export interface SessionState {
-	enabled: boolean;
-	/** `null` clears the status line, `undefined` leaves it alone. */
+/** The answer to `initialize` and `consent`; `statusLine` `null` clears, `undefined` leaves it. */
+export interface SessionState extends Omit<SessionStateResult, "statusLine" | "offReason"> {
 	statusLine: string | null | undefined;
-	notices: Notice[];
-	consent: { title: string; message: string } | null;
-	tools: ToolSpec[];
-	commands: CommandSpec[];
-	timeouts: Timeouts;
 }
 
-export interface MemoryMessage {
-	customType: string;
-	content: string;
-	display: boolean;
+export interface MemoryMessage extends Omit<MemoryMessageWire, "details"> {
 	details: unknown;
 }
 
-export interface PrepareResult {
+export interface PrepareResult extends Pick<PrepareResultWire, "outcome" | "notices"> {
 	message: MemoryMessage | null;
-	outcome: string;
-	notices: Notice[];
 	statusLine: string | null | undefined;
 }
 
-export interface TurnResult {
-	queued: number;
-	notices: Notice[];
-}
+export type TurnResult = TurnResultWire;
 
 export interface ToolCallResult {
-	content: { type: "text"; text: string }[];
+	content: TextContentWire[];
 	details: unknown;
 	isError: boolean;
 }
 
-export interface CommandResult {
+export interface CommandResult extends Pick<Required<CommandResultWire>, "level"> {
 	text: string | undefined;
-	level: Level;
-	confirm: { title: string; message: string; method: string; params: Record<string, unknown> } | undefined;
+	confirm: ConfirmRequestWire | undefined;
 	statusLine: string | null | undefined;
 }
 

@@ -8,9 +8,22 @@ from typing import Any
 
 from pi_hindsight.engine.engine import MemoryEngine
 from pi_hindsight.errors import NoSession, PiHindsightError, RpcError
+from pi_hindsight.hosts.pi.wire import CommandResult, CommandSpecWire, ConfirmRequestWire, Level
 from pi_hindsight.rpc.protocol import INVALID_PARAMS
 
-CommandResult = dict[str, Any]
+
+def _say(text: str, level: Level = "info", status_line: str | None = None) -> CommandResult:
+    return CommandResult(text=text, level=level, status_line=status_line)
+
+
+def _ask(title: str, message: str, command: str, args: str) -> CommandResult:
+    """Ask first: the shim shows the question, then runs ``command`` again with the answer."""
+    return CommandResult(
+        confirm=ConfirmRequestWire(
+            title=title, message=message, method="command", params={"name": command, "args": args}
+        )
+    )
+
 
 COMMANDS: dict[str, str] = {
     "hindsight": "Hindsight memory: status at a glance",
@@ -35,8 +48,8 @@ class PiCommands:
             "hindsight:evidence": self._evidence,
         }
 
-    def specs(self) -> list[dict[str, str]]:
-        return [{"name": name, "description": text} for name, text in COMMANDS.items()]
+    def specs(self) -> list[CommandSpecWire]:
+        return [CommandSpecWire(name=name, description=text) for name, text in COMMANDS.items()]
 
     async def run(
         self, name: str, args: str, *, accepted: bool | None, has_ui: bool = True
@@ -50,42 +63,34 @@ class PiCommands:
         except NoSession:
             raise
         except PiHindsightError as error:
-            return {"text": f"/{name} failed: {error.describe()}", "level": "error"}
+            return _say(f"/{name} failed: {error.describe()}", "error")
 
     async def _status(self, args: str, accepted: bool | None) -> CommandResult:
-        return {
-            "text": status_text(self.engine.status()),
-            "level": "info",
-            "statusLine": self.engine.status_line(),
-        }
+        return _say(status_text(self.engine.status()), status_line=self.engine.status_line())
 
     async def _register(self, args: str, accepted: bool | None) -> CommandResult:
         status = self.engine.status()
         if status["enabled"]:
-            return {"text": f"already registered: {status['scope']['scopeId']}", "level": "info"}
+            return _say(f"already registered: {status['scope']['scopeId']}", "info")
         if accepted is None:
             proposed = status.get("proposedScope") or {}
-            return {
-                "confirm": {
-                    "title": "Register this project for Hindsight memory?",
-                    "message": (
-                        f"Project {status.get('projectId')} — bank {proposed.get('bankId')}, tags "
-                        f"{', '.join(proposed.get('tags', []))}. Conversations here will be "
-                        "retained and recalled later."
-                    ),
-                    "method": "command",
-                    "params": {"name": "hindsight:register", "args": args},
-                }
-            }
+            return _ask(
+                "Register this project for Hindsight memory?",
+                f"Project {status.get('projectId')} — bank {proposed.get('bankId')}, tags "
+                f"{', '.join(proposed.get('tags', []))}. Conversations here will be "
+                "retained and recalled later.",
+                "hindsight:register",
+                args,
+            )
         view = await self.engine.answer_consent(accepted)
         text = "registered; memory is on" if view.enabled else "not registered; memory stays off"
-        return {"text": text, "level": "info", "statusLine": view.status_line}
+        return _say(text, "info", status_line=view.status_line)
 
     async def _templates(self, args: str, accepted: bool | None) -> CommandResult:
         from pi_hindsight.engine import tool_maintenance  # noqa: PLC0415 - loads the client
 
         text = tool_maintenance.templates_text()
-        return {"text": f"{text}\nApply one with /hindsight:template-apply NAME", "level": "info"}
+        return _say(f"{text}\nApply one with /hindsight:template-apply NAME", "info")
 
     async def _template_apply(self, args: str, accepted: bool | None) -> CommandResult:
         """Preview (dry run) first; apply only after the user agreed to exactly that preview."""
@@ -93,45 +98,40 @@ class PiCommands:
 
         name = args.split(maxsplit=1)[0] if args.split() else ""
         if not name:
-            return {
-                "text": "usage: /hindsight:template-apply NAME (see /hindsight:templates)",
-                "level": "warning",
-            }
+            return _say(
+                "usage: /hindsight:template-apply NAME (see /hindsight:templates)", "warning"
+            )
         scope = self.engine.scope()
         if scope is None:
-            return {"text": "memory is off here; register the project first", "level": "warning"}
+            return _say("memory is off here; register the project first", "warning")
         target = tool_maintenance.template_target(self.engine, scope, name)
         if accepted is None:
             return await self._template_preview(target, name)
         if not accepted:
-            return {
-                "text": f"template {name} not applied (preview only); apply it with "
-                f"`pi-hindsight templates apply {name} --apply` or answer yes in Pi",
-                "level": "info",
-            }
+            return _say(
+                f"template {name} not applied (preview only); apply it with "
+                f"`pi-hindsight templates apply {name} --apply` or answer yes in Pi"
+            )
         applied = await tool_maintenance.template_apply(self.engine, target, name)
-        return {"text": applied.text, "level": "info"}
+        return _say(applied.text, "info")
 
     async def _template_preview(self, target: Any, name: str) -> CommandResult:
         from pi_hindsight.engine import tool_maintenance  # noqa: PLC0415 - loads the client
 
         preview = await tool_maintenance.template_preview(self.engine, target, name)
         if not preview.details["changes"]:
-            return {"text": f"{preview.text}\nNothing to change.", "level": "info"}
+            return _say(f"{preview.text}\nNothing to change.", "info")
         if not self._has_ui:  # no dialog possible: show the preview, change nothing
-            return {
-                "text": f"{preview.text}\nNot applied: confirming needs an interactive "
-                f"session, or run `pi-hindsight templates apply {name} --apply`.",
-                "level": "info",
-            }
-        return {
-            "confirm": {
-                "title": f"Apply template {name} to {target.label}?",
-                "message": preview.text,
-                "method": "command",
-                "params": {"name": "hindsight:template-apply", "args": name},
-            }
-        }
+            return _say(
+                f"{preview.text}\nNot applied: confirming needs an interactive "
+                f"session, or run `pi-hindsight templates apply {name} --apply`."
+            )
+        return _ask(
+            f"Apply template {name} to {target.label}?",
+            preview.text,
+            "hindsight:template-apply",
+            name,
+        )
 
     async def _outbox(self, args: str, accepted: bool | None) -> CommandResult:
         outbox = self.engine.outbox()
@@ -139,20 +139,18 @@ class PiCommands:
             if accepted is None:
                 dead = outbox.health().dead
                 if not dead:
-                    return {"text": "no dead letters to retry", "level": "info"}
-                return {
-                    "confirm": {
-                        "title": f"Retry {dead} dead letter(s)?",
-                        "message": "They are sent again with their original idempotency keys.",
-                        "method": "command",
-                        "params": {"name": "hindsight:outbox", "args": "retry"},
-                    }
-                }
+                    return _say("no dead letters to retry", "info")
+                return _ask(
+                    f"Retry {dead} dead letter(s)?",
+                    "They are sent again with their original idempotency keys.",
+                    "hindsight:outbox",
+                    "retry",
+                )
             if not accepted:
-                return {"text": "nothing retried", "level": "info"}
+                return _say("nothing retried", "info")
             retried = outbox.retry_dead(None)
             self.engine.wake_worker()
-            return {"text": f"re-queued {retried} dead letter(s)", "level": "info"}
+            return _say(f"re-queued {retried} dead letter(s)", "info")
         health = outbox.health()
         lines = [
             f"outbox: {health.pending} pending, {health.submitted} awaiting confirmation, "
@@ -164,13 +162,13 @@ class PiCommands:
             lines.append(f"last error: {health.last_error}")
         if health.dead:
             lines.append("dead letters: `/hindsight:outbox retry`, or `pi-hindsight outbox list`")
-        return {"text": "\n".join(lines), "level": "warning" if health.dead else "info"}
+        return _say("\n".join(lines), "warning" if health.dead else "info")
 
     async def _evidence(self, args: str, accepted: bool | None) -> CommandResult:
         _, ledger, error = self.engine.stores
         if ledger is None:
             why = error or "evidence is disabled (evidence.enabled: false)"
-            return {"text": f"no evidence ledger: {why}", "level": "warning"}
+            return _say(f"no evidence ledger: {why}", "warning")
         page = ledger.list(limit=5)
         lines = ["last requests (newest first):"]
         for record in page.records:
@@ -186,7 +184,7 @@ class PiCommands:
         stats = ledger.stats(counts=False)
         lines.append(stats.retention_note)
         lines.append("details: `pi-hindsight evidence explain ID`")
-        return {"text": "\n".join(lines), "level": "info"}
+        return _say("\n".join(lines), "info")
 
 
 def status_text(status: dict[str, Any]) -> str:

@@ -1,0 +1,249 @@
+"""The shim ↔ sidecar wire shapes, defined once (docs/rpc.md).
+
+Params are validated here as they arrive (extra keys ignored, identifiers bounded); results are
+built as these models and dumped by alias. The shim's TypeScript types (``shim/wire.ts``) and the
+shape reference in docs/rpc.md are generated from this module (``scripts/gen_wire.py``); a test
+fails when either drifts from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Identifiers are bounded: they are stored in the evidence ledger and the outbox.
+_ID_CHARS = 256
+_PATH_CHARS = 4096
+
+
+class WireModel(BaseModel):
+    """Every wire shape: camelCase on the wire, snake_case in Python. Unknown keys are ignored
+    (a newer shim may send more); in results every field is always present."""
+
+    model_config = ConfigDict(
+        extra="ignore", populate_by_name=True, json_schema_serialization_defaults_required=True
+    )
+
+    def wire(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, mode="json")
+
+
+# -- params (shim → sidecar) ---------------------------------------------------------------------
+
+
+class SessionRef(WireModel):
+    """Where the shim's event happened; sent with most calls, read where it matters."""
+
+    cwd: str | None = Field(default=None, max_length=_PATH_CHARS)
+    session_id: str | None = Field(default=None, alias="sessionId", max_length=_ID_CHARS)
+    session_file: str | None = Field(default=None, alias="sessionFile", max_length=_PATH_CHARS)
+
+
+class InitializeParams(WireModel):
+    protocol_version: int = Field(alias="protocolVersion")
+    cwd: str = Field(min_length=1, max_length=_PATH_CHARS)
+    session_id: str = Field(alias="sessionId", min_length=1, max_length=_ID_CHARS)
+    session_file: str | None = Field(default=None, alias="sessionFile", max_length=_PATH_CHARS)
+    has_ui: bool = Field(default=False, alias="hasUI")
+    reason: str = Field(default="startup", max_length=64)
+    pi_version: str | None = Field(default=None, alias="piVersion", max_length=64)
+
+
+class ConsentParams(WireModel):
+    accepted: bool
+
+
+class PrepareParams(SessionRef):
+    request_id: str = Field(alias="requestId", min_length=1, max_length=_ID_CHARS)
+    prompt: str
+    session_id: str = Field(alias="sessionId", min_length=1, max_length=_ID_CHARS)
+
+
+class ConfirmParams(WireModel):
+    request_id: str = Field(alias="requestId", max_length=_ID_CHARS)
+    confirmed: bool
+    # Stored as an SQLite integer (at most 2**63-1); a payload is at most a few megabytes.
+    payload_bytes: int | None = Field(default=None, alias="payloadBytes", ge=0, le=2**53)
+
+
+class TurnParams(SessionRef):
+    request_id: str = Field(alias="requestId", max_length=_ID_CHARS)
+    session_id: str = Field(alias="sessionId", min_length=1, max_length=_ID_CHARS)
+    messages: list[dict[str, Any]]
+    memory_entry_id: str | None = Field(default=None, alias="memoryEntryId", max_length=_ID_CHARS)
+
+
+class AttachedParams(WireModel):
+    request_id: str = Field(alias="requestId", max_length=_ID_CHARS)
+
+
+class CompactionParams(SessionRef):
+    pass
+
+
+class CommandParams(SessionRef):
+    name: str = Field(max_length=200)
+    args: str = ""
+    has_ui: bool = Field(default=False, alias="hasUI")
+    accepted: bool | None = None
+
+
+class ToolCallParams(SessionRef):
+    name: str = Field(max_length=200)
+    params: dict[str, Any] = Field(default_factory=dict)
+    tool_call_id: str | None = Field(default=None, alias="toolCallId", max_length=_ID_CHARS)
+
+
+class ShutdownParams(WireModel):
+    reason: str = Field(default="quit", max_length=64)
+
+
+# -- results (sidecar → shim) --------------------------------------------------------------------
+
+Level = Literal["info", "warning", "error"]
+
+
+class NoticeWire(WireModel):
+    level: Level
+    message: str
+
+
+class ToolSpecWire(WireModel):
+    name: str
+    label: str
+    description: str
+    parameters: dict[str, Any]  # a JSON Schema object, passed to Pi as the tool's schema
+    timeout_ms: int = Field(alias="timeoutMs")
+
+
+class CommandSpecWire(WireModel):
+    name: str
+    description: str
+
+
+class TimeoutsWire(WireModel):
+    prepare_ms: int = Field(alias="prepareMs")
+    confirm_ms: int = Field(alias="confirmMs")
+    turn_ms: int = Field(alias="turnMs")
+    command_ms: int = Field(alias="commandMs")
+    shutdown_ms: int = Field(alias="shutdownMs")
+    default_ms: int = Field(alias="defaultMs")
+
+
+class ConsentQuestionWire(WireModel):
+    title: str
+    message: str
+
+
+class SessionStateResult(WireModel):
+    """The answer to ``initialize`` and ``consent``."""
+
+    enabled: bool
+    status_line: str | None = Field(alias="statusLine")
+    notices: list[NoticeWire]
+    consent: ConsentQuestionWire | None
+    off_reason: str | None = Field(alias="offReason")
+    tools: list[ToolSpecWire]
+    commands: list[CommandSpecWire]
+    timeouts: TimeoutsWire
+
+
+class MemoryMessageWire(WireModel):
+    custom_type: str = Field(alias="customType")
+    content: str
+    display: bool
+    details: dict[str, Any]  # DeliveryDetails.to_json (engine/types.py): never sent to the model
+
+
+class PrepareResult(WireModel):
+    message: MemoryMessageWire | None
+    outcome: str
+    reason: str | None
+    recall_ms: float | None = Field(alias="recallMs")
+    notices: list[NoticeWire]
+    status_line: str | None = Field(alias="statusLine")
+
+
+class TurnResult(WireModel):
+    queued: int
+    notices: list[NoticeWire]
+
+
+class TextContentWire(WireModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolCallResult(WireModel):
+    content: list[TextContentWire]
+    details: dict[str, Any]
+    is_error: bool = Field(alias="isError")
+
+
+class ConfirmRequestWire(WireModel):
+    """A command asks the user first: the shim shows the dialog, then calls ``method`` with
+    ``params`` plus ``accepted``."""
+
+    title: str
+    message: str
+    method: str
+    params: dict[str, Any]
+
+
+class CommandResult(WireModel):
+    """A command's answer. Absent keys mean "nothing": no text to show, no question, and the
+    status line left as it is (a ``null`` status line would clear it)."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=False)
+
+    text: str | None = None
+    level: Level = "info"
+    confirm: ConfirmRequestWire | None = None
+    status_line: str | None = Field(default=None, alias="statusLine")
+
+    def wire(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+class ShutdownResult(WireModel):
+    flushed: int
+    pending: int
+
+
+# -- notifications (sidecar → shim) -------------------------------------------------------------
+
+
+class ReadyParams(WireModel):
+    protocol_version: int = Field(alias="protocolVersion")
+    version: str
+    pid: int
+
+
+class NotifyParams(WireModel):
+    level: Level
+    message: str
+
+
+class StatusLineParams(WireModel):
+    text: str | None
+
+
+# What the reference in docs/rpc.md and shim/wire.ts list, in this order.
+METHODS: tuple[tuple[str, type[WireModel], type[WireModel] | None], ...] = (
+    ("initialize", InitializeParams, SessionStateResult),
+    ("consent", ConsentParams, SessionStateResult),
+    ("prepareMemory", PrepareParams, PrepareResult),
+    ("confirmDelivery", ConfirmParams, None),
+    ("memoryAttached", AttachedParams, None),
+    ("turnCompleted", TurnParams, TurnResult),
+    ("compaction", CompactionParams, None),
+    ("toolCall", ToolCallParams, ToolCallResult),
+    ("command", CommandParams, CommandResult),
+    ("shutdown", ShutdownParams, ShutdownResult),
+)
+NOTIFICATIONS: tuple[tuple[str, type[WireModel]], ...] = (
+    ("ready", ReadyParams),
+    ("notify", NotifyParams),
+    ("status", StatusLineParams),
+)
