@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,8 @@ CATALOG_FILE_NAME = "catalog.sqlite"
 EXPORT_FORMAT = "pi-hindsight-catalog/1"
 
 SCHEMA = StoreSchema(
+    name="catalog",
+    journal="delete",  # registrations are rare and precious: in the main file at commit (ADR 0006)
     application_id=0x50484331,  # "PHC1"
     migrations=(
         Migration(
@@ -325,6 +327,49 @@ class Catalog:
             ],
         }
 
+    def restore(
+        self,
+        scopes: Sequence[Mapping[str, Any]],
+        locations: Sequence[Mapping[str, Any]],
+        declines: Sequence[Mapping[str, Any]],
+    ) -> ImportReport:
+        """Merge rows salvaged from a set-aside catalogue (``stores/salvage.py``) as an import:
+        nothing existing is rewritten. Rows missing a required value are left out."""
+        data: dict[str, Any] = {
+            "format": EXPORT_FORMAT,
+            "scopes": [
+                {
+                    "scopeId": row.get("scope_id"),
+                    "projectId": row.get("project_id"),
+                    "identitySource": row.get("identity_source"),
+                    "bankId": row.get("bank_id"),
+                    "tags": _tags(row.get("tags")),
+                    "registeredAt": row.get("registered_at"),
+                }
+                for row in scopes
+            ],
+            "locations": [
+                {
+                    "path": row.get("path"),
+                    "scopeId": row.get("scope_id"),
+                    "registeredAt": row.get("registered_at"),
+                    "pin": row.get("pin"),
+                }
+                for row in locations
+            ],
+            "declines": [
+                {
+                    "projectId": row.get("project_id"),
+                    "path": row.get("path"),
+                    "declinedAt": row.get("declined_at"),
+                }
+                for row in declines
+            ],
+        }
+        for key in ("scopes", "locations", "declines"):
+            data[key] = [entry for entry in data[key] if _whole(entry)]
+        return self.import_(data)
+
     def import_(self, data: Mapping[str, Any]) -> ImportReport:
         """Merge an export: new scopes and locations are added; an existing scope id with a
         different bank or tags is a conflict and is left as it is (never silently rewritten)."""
@@ -388,3 +433,16 @@ class Catalog:
                 hint="export again with `pi-hindsight scope export`",
             ) from error
         return ImportReport(added_scopes, added_locations, unchanged, tuple(conflicts))
+
+
+def _tags(raw: object) -> list[str] | None:
+    try:
+        tags = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
+    return tags if isinstance(tags, list) and all(isinstance(t, str) for t in tags) else None
+
+
+def _whole(entry: Mapping[str, Any]) -> bool:
+    """A salvaged row with every value an import needs (a pin may be absent)."""
+    return all(value is not None for key, value in entry.items() if key != "pin")

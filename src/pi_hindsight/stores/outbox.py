@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from pi_hindsight.stores.outbox_restore import RestoreResult, restore_rows
 from pi_hindsight.stores.outbox_schema import SCHEMA
 from pi_hindsight.stores.sqlite import (
     SetAside,
@@ -554,6 +555,15 @@ class Outbox:
                 "(SELECT 1 FROM items WHERE items.batch_id = batches.batch_id)"
             ).rowcount
         return PurgeResult(items, batches)
+
+    # -- restore -----------------------------------------------------------------------------
+
+    def restore(
+        self, items: Sequence[dict[str, Any]], batches: Sequence[dict[str, Any]]
+    ) -> RestoreResult:
+        """Queue the unfinished items (and their batches) read from a set-aside outbox
+        (``stores/outbox_restore.py``); idempotent."""
+        return restore_rows(self._connection, self.path, items, batches)
 
     # -- reading ---------------------------------------------------------------------------
 
