@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pi_hindsight.cli.main import cli
 from pi_hindsight.stores.catalog import Catalog
@@ -257,7 +259,7 @@ def test_committed_rows_survive_or_the_damage_is_reported_never_silently_fewer(
     ignores frames after a bad checksum). Now every committed row is there, or the file is set
     aside and reported — never a store with silently fewer rows."""
     state = tmp_path / "state"
-    rows = 150
+    rows = 80  # all in the log: an automatic checkpoint would move them to the main file
     _commit_then_kill(state, rows)
     assert (state / "outbox.sqlite-wal").stat().st_size > 0  # the rows sit in the log
     DAMAGE[damage](state / target)
@@ -477,3 +479,112 @@ def test_restore_reads_around_a_damaged_page(tmp_path: Path) -> None:
     result = json.loads(out)
     assert code == 0
     assert 380 <= result["added"] < 400 and result["unreadable"] >= 400 - result["added"], result
+
+
+def test_a_locked_store_is_an_error_never_set_aside(tmp_path: Path) -> None:
+    """Bug guard: "database is locked" (another process mid-write) says nothing about the
+    file's contents; it must never make a healthy store look damaged and be set aside."""
+    from pi_hindsight.errors import CorruptStateError, StateError
+    from pi_hindsight.stores.catalog import SCHEMA as CATALOG_SCHEMA
+    from pi_hindsight.stores.sqlite import open_store
+
+    state = tmp_path / "state"
+    catalog = Catalog(state)
+    _register(catalog, tmp_path, "alpha")
+    catalog.close()
+    holder = sqlite3.connect(state / "catalog.sqlite", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # rollback journal: nobody else may read now
+    try:
+        with pytest.raises(StateError) as raised:
+            open_store(state / "catalog.sqlite", CATALOG_SCHEMA, busy_timeout_ms=100)
+        assert not isinstance(raised.value, CorruptStateError)
+        assert "locked" in str(raised.value)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert not list(state.glob("*.corrupt-*")) and SetAsideRecord(state).events() == []
+    catalog = Catalog(state)
+    try:
+        assert [record.scope_id for record in catalog.scopes()] == ["project:alpha"]
+    finally:
+        catalog.close()
+
+
+def test_a_process_whose_outbox_was_set_aside_elsewhere_writes_to_the_live_one(
+    tmp_path: Path,
+) -> None:
+    """Bug guard: a Pi process that had the outbox open when another process set it aside must
+    not go on queueing into the set-aside file (nobody would deliver it)."""
+    state = tmp_path / "state"
+    running = Outbox(state)  # a long-running sidecar
+    try:
+        running.enqueue(session_id="s", bank_id="b", payload={"items": []}, request_id="r1")
+        stamp = "corrupt-test"
+        for suffix in ("", "-wal", "-shm"):  # what another process's set-aside does
+            (state / f"outbox.sqlite{suffix}").rename(state / f"outbox.sqlite.{stamp}{suffix}")
+        other = Outbox(state)  # the other process: a fresh outbox
+        running.enqueue(session_id="s", bank_id="b", payload={"items": []}, request_id="r2")
+        assert [item.request_id for item in other.items()] == ["r2"]
+        assert running.unfinished_count() == 1  # it reads the live outbox too
+        other.close()
+    finally:
+        running.close()
+
+
+@pytest.fixture(scope="module")
+def crashed_outbox(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """An outbox whose 80 committed items all sit in its write-ahead log, as a SIGKILL leaves
+    it: the files are copied while the writer still has them open (nothing checkpointed)."""
+    source = tmp_path_factory.mktemp("crashed") / "state"
+    outbox = Outbox(source)
+    _enqueue(outbox, 80)
+    snapshot = {
+        name: (source / name).read_bytes()
+        for name in ("outbox.sqlite", "outbox.sqlite-wal", "outbox.sqlite.commits")
+    }
+    outbox.close()
+    return snapshot
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    target=st.sampled_from(["outbox.sqlite", "outbox.sqlite-wal"]),
+    where=st.floats(min_value=0.0, max_value=0.999),
+    length=st.integers(min_value=1, max_value=8192),
+    fill=st.sampled_from([b"\x00", b"\xff", b"\xa5"]),
+    cut=st.booleans(),
+)
+def test_any_damage_to_a_crashed_outbox_keeps_every_row_or_is_reported(
+    crashed_outbox: dict[str, bytes],
+    tmp_path: Path,
+    target: str,
+    where: float,
+    length: int,
+    fill: bytes,
+    cut: bool,
+) -> None:
+    """Property (issue 9): whatever bytes of the log or the main file are overwritten or cut
+    after a crash, reopening gives every committed item or a reported set-aside — never a
+    store with silently fewer items."""
+    state = tmp_path / f"state-{os.urandom(4).hex()}"
+    state.mkdir()
+    for name, data in crashed_outbox.items():
+        (state / name).write_bytes(data)
+    path = state / target
+    offset = int(path.stat().st_size * where)
+    if cut:
+        os.truncate(path, offset)
+    else:
+        with path.open("r+b") as handle:
+            handle.seek(offset)
+            handle.write(fill * length)
+    outbox = Outbox(state)
+    try:
+        if outbox.set_aside is None:
+            assert outbox.unfinished_count() == 80
+        else:
+            assert [e.store for e in SetAsideRecord(state).open_events()] == ["outbox"]
+    finally:
+        outbox.close()

@@ -20,6 +20,7 @@ from pi_hindsight.errors import StateError
 from pi_hindsight.stores.sqlite import (
     Migration,
     SetAside,
+    StoreConnection,
     StoreSchema,
     open_store,
     transaction,
@@ -119,12 +120,21 @@ class ImportReport:
 class Catalog:
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / CATALOG_FILE_NAME
-        self._connection: sqlite3.Connection
+        self._connection: StoreConnection
         self.set_aside: SetAside | None
         self._connection, self.set_aside = open_store(self.path, SCHEMA)
 
     def close(self) -> None:
         self._connection.close()
+
+    def _follow_live_file(self) -> None:
+        """Reopen before a write if another process set this file aside, so a registration
+        goes to the live catalogue, not the set-aside file."""
+        mark = self._connection.commit_mark
+        if mark is not None and mark.replaced():
+            self._connection.close()
+            self._connection, aside = open_store(self.path, SCHEMA)
+            self.set_aside = aside or self.set_aside
 
     def _record(self, row: sqlite3.Row) -> ScopeRecord:
         locations = tuple(
@@ -161,6 +171,7 @@ class Catalog:
         An existing scope keeps its bank and tags (they are the scope's identity); only the new
         location is added. A consent declined earlier for the project is forgotten.
         """
+        self._follow_live_file()
         now = time.time()
         with translated_errors("catalog", self.path), transaction(self._connection):
             self._connection.execute(
@@ -243,6 +254,7 @@ class Catalog:
     # -- consent ---------------------------------------------------------------------------
 
     def record_decline(self, project_id: str, path: Path) -> None:
+        self._follow_live_file()
         with translated_errors("catalog", self.path), transaction(self._connection):
             self._connection.execute(
                 "INSERT OR REPLACE INTO declines VALUES (?, ?, ?)",
@@ -262,6 +274,7 @@ class Catalog:
     def record_operation(
         self, *, operation_id: str, scope_id: str, bank_id: str, kind: str, subject: str
     ) -> None:
+        self._follow_live_file()
         with translated_errors("catalog", self.path), transaction(self._connection):
             self._connection.execute(
                 "INSERT OR IGNORE INTO operations VALUES (?, ?, ?, ?, ?, ?)",

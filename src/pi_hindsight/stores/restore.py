@@ -71,8 +71,12 @@ def restore(state_dir: Path, event_id: str) -> RestoreOutcome:
         note = f"nothing to restore from the {event.label} (diagnostics only); acknowledged"
         record.acknowledge(event.event_id)
         return RestoreOutcome(event, 0, 0, 0, 0, note, None)
-    if found.problems:
-        note = f"{note}; {outcome.unreadable} row(s) unreadable ({'; '.join(found.problems)})"
+    if not found.opened:
+        note = f"nothing could be read: {found.error}"
+    elif found.problems:
+        note = (
+            f"{note}; {outcome.unreadable} row(s) could not be read ({'; '.join(found.problems)})"
+        )
     if "committed write(s) are missing" in event.reason:
         note = f"{note}; the missing writes themselves could not be recovered"
     changed = record.mark_restored(event.event_id, note)

@@ -227,11 +227,38 @@ def _open_checked(path: Path, schema: StoreSchema, busy_timeout_ms: int) -> Stor
         connection.commit_mark.advance(count)
     except sqlite3.DatabaseError as error:
         connection.close()
+        if not _is_damage(error):
+            raise StateError(
+                f"cannot open {path}: {error}",
+                hint="another process may hold it locked, or the disk may be full or read-only; "
+                "try again",
+            ) from error
         raise CorruptStateError(f"not a usable SQLite database ({error})") from error
     except BaseException:
         connection.close()
         raise
     return connection
+
+
+# Errors that say nothing about the file's contents: never a reason to set a file aside.
+_NOT_DAMAGE = {
+    sqlite3.SQLITE_BUSY,
+    sqlite3.SQLITE_LOCKED,
+    sqlite3.SQLITE_NOMEM,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_INTERRUPT,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PROTOCOL,
+    sqlite3.SQLITE_PERM,
+    sqlite3.SQLITE_AUTH,
+}
+
+
+def _is_damage(error: sqlite3.DatabaseError) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    return code is None or (code & 0xFF) not in _NOT_DAMAGE
 
 
 def _grows(path: Path) -> bool:
@@ -297,21 +324,21 @@ def _check_mark(counted: tuple[str, int], reading: MarkReading | None, where: Pa
 
 
 def _configure(connection: sqlite3.Connection, schema: StoreSchema) -> None:
-    if schema.journal == "wal":
-        connection.execute("PRAGMA journal_mode = WAL")
-        connection.execute("PRAGMA synchronous = NORMAL")
-    else:
-        # Leaving WAL needs every other connection closed; an older version may hold it open:
-        # then stay in WAL for now (the commit mark still guards it) instead of waiting.
-        timeout = connection.execute("PRAGMA busy_timeout").fetchone()[0]
-        connection.execute("PRAGMA busy_timeout = 0")
-        try:
-            connection.execute("PRAGMA journal_mode = DELETE").fetchall()
-        except sqlite3.OperationalError as error:
-            logger.info("journal mode left as it is for now: %s", error)
-        finally:
-            connection.execute(f"PRAGMA busy_timeout = {int(timeout)}")
-        connection.execute("PRAGMA synchronous = FULL")
+    # Switching the journal mode needs the other connections out of the way (leaving WAL: all
+    # closed); when another process holds the file (an older version, mid-upgrade), keep the
+    # mode it has for now instead of waiting: the commit mark guards either mode.
+    timeout = connection.execute("PRAGMA busy_timeout").fetchone()[0]
+    connection.execute("PRAGMA busy_timeout = 0")
+    try:
+        connection.execute(
+            f"PRAGMA journal_mode = {'WAL' if schema.journal == 'wal' else 'DELETE'}"
+        ).fetchall()
+    except sqlite3.OperationalError as error:
+        logger.info("journal mode of %s left as it is for now: %s", schema.name, error)
+    finally:
+        connection.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+    synchronous = "NORMAL" if schema.journal == "wal" else "FULL"
+    connection.execute(f"PRAGMA synchronous = {synchronous}")
     connection.execute("PRAGMA foreign_keys = ON")
 
 
@@ -408,16 +435,27 @@ def transaction(connection: sqlite3.Connection, *, immediate: bool = True) -> It
     try:
         yield
         if mark is not None:
-            connection.execute("UPDATE store_commits SET count = count + 1 WHERE id = 0")
-            count = int(
-                connection.execute("SELECT count FROM store_commits WHERE id = 0").fetchone()[0]
-            )
+            count = _count_commit(connection)
     except BaseException:
         connection.execute("ROLLBACK")
         raise
     connection.execute("COMMIT")
     if mark is not None and count is not None:
         mark.advance(count)
+
+
+def _count_commit(connection: sqlite3.Connection) -> int:
+    if _HAS_RETURNING:  # one statement instead of two: this runs in every write transaction
+        row = connection.execute(
+            "UPDATE store_commits SET count = count + 1 WHERE id = 0 RETURNING count"
+        ).fetchone()
+    else:
+        connection.execute("UPDATE store_commits SET count = count + 1 WHERE id = 0")
+        row = connection.execute("SELECT count FROM store_commits WHERE id = 0").fetchone()
+    return int(row[0])
+
+
+_HAS_RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
 
 
 @contextlib.contextmanager
