@@ -276,9 +276,12 @@ class MemoryEngine:
         except PiHindsightError as error:
             return self._view((Notice("error", f"registration failed: {error.describe()}"),))
         session.declined = False
-        self._activate()
+        self._activate()  # may open the outbox (and set a damaged one aside): report it too
         return self._view(
-            (Notice("info", f"memory on for {scope.scope_id} (bank {scope.bank_id})"),)
+            (
+                Notice("info", f"memory on for {scope.scope_id} (bank {scope.bank_id})"),
+                *self._set_aside_notices(),
+            )
         )
 
     def _require_session(self) -> _Session:
