@@ -22,6 +22,7 @@ _SUBCOMMANDS: dict[str, str] = {
     "scope": "pi_hindsight.cli.scope_cmd:scope",
     "status": "pi_hindsight.cli.status_cmd:status",
     "outbox": "pi_hindsight.cli.outbox_cmd:outbox",
+    "state": "pi_hindsight.cli.state_cmd:state",
     "config": "pi_hindsight.cli.config_cmd:config",
     "memory": "pi_hindsight.cli.memory_cmd:memory",
     "evidence": "pi_hindsight.cli.evidence_cmd:evidence",

@@ -12,9 +12,11 @@ from typing import Any
 import click
 
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
+from pi_hindsight.cli.state_cmd import echo_set_aside
 from pi_hindsight.config import load_config
 from pi_hindsight.errors import BackendError, ConfigError
 from pi_hindsight.stores.outbox import ITEM_STATES, UNFINISHED, ItemState, Outbox, OutboxItem
+from pi_hindsight.stores.set_aside import SetAsideRecord
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
@@ -50,16 +52,20 @@ def outbox() -> None:
 @json_option
 def status(state_dir: Path | None, as_json: bool) -> None:
     """Outbox health: pending, awaiting confirmation, dead letters, oldest age, last error."""
-    store = Outbox(resolve_state_dir(state_dir))
+    directory = resolve_state_dir(state_dir)
+    store = Outbox(directory)
     try:
         health = store.health()
         aside = store.set_aside
     finally:
         store.close()
+    reports = SetAsideRecord(directory).open_events("outbox")
     result: dict[str, Any] = {**asdict(health), "path": str(store.path)}
     result["set_aside"] = (
         None if aside is None else {"moved_to": str(aside.moved_to), "reason": aside.reason}
     )
+    # Every outbox set aside (by any process) and not yet restored or acknowledged.
+    result["set_aside_reports"] = [event.to_json() for event in reports]
     if as_json:
         echo_json(result)
         return
@@ -76,8 +82,7 @@ def status(state_dir: Path | None, as_json: bool) -> None:
         click.echo(f"last error{when}: {health.last_error}")
     if health.dead:
         click.echo("dead letters: `pi-hindsight outbox list --state dead`, then `outbox retry`")
-    if aside is not None:
-        click.echo(f"warning: a damaged outbox was set aside as {aside.moved_to}: {aside.reason}")
+    echo_set_aside(reports)
 
 
 def _item_json(item: OutboxItem, content: bool) -> dict[str, Any]:

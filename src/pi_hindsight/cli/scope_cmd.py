@@ -11,11 +11,13 @@ from pathlib import Path
 import click
 
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
+from pi_hindsight.cli.state_cmd import echo_set_aside
 from pi_hindsight.config import load_config
 from pi_hindsight.engine.scope import register_location, resolve_scope
 from pi_hindsight.errors import InputFileError, ScopeError, StateError
 from pi_hindsight.safe_files import loads, read_bytes
 from pi_hindsight.stores.catalog import Catalog, ScopeRecord
+from pi_hindsight.stores.set_aside import SetAsideRecord, describe
 
 # An export holds every scope, location and decline: generous, but bounded.
 EXPORT_MAX_BYTES = 64_000_000
@@ -70,15 +72,21 @@ def register(path: Path, project_id: str | None, state_dir: Path | None, as_json
 @state_dir_option
 @json_option
 def list_scopes(state_dir: Path | None, as_json: bool) -> None:
-    """List registered scopes."""
-    catalog = Catalog(resolve_state_dir(state_dir))
+    """List registered scopes (and a set-aside catalogue whose registrations are missing)."""
+    directory = resolve_state_dir(state_dir)
+    catalog = Catalog(directory)
     try:
         records = catalog.scopes()
     finally:
         catalog.close()
+    reports = SetAsideRecord(directory).open_events("catalog")
     if as_json:
+        # The list as before; a set-aside catalogue goes to stderr so the list stays parseable.
+        for event in reports:
+            click.echo(f"warning: [{event.event_id}] {describe(event)}", err=True)
         echo_json([_record_json(record) for record in records])
         return
+    echo_set_aside(reports)
     if not records:
         click.echo("no registered scopes; register one with `pi-hindsight scope register PATH`")
     for record in records:

@@ -19,6 +19,7 @@ from pi_hindsight.identity import resolve_identity
 from pi_hindsight.rpc.sidecar import resolve_base_url
 from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.outbox import Outbox
+from pi_hindsight.stores.set_aside import SetAsideRecord, catalog_hint
 
 
 def _health(base_url: str | None, timeout_s: float) -> dict[str, Any]:
@@ -57,6 +58,11 @@ def collect_status(directory: Path, cwd: Path, *, check_server: bool) -> dict[st
     registered = resolution.registered
     scope = registered or resolution.proposed
     base_url = resolve_base_url(directory)(settings)
+    set_aside = SetAsideRecord(directory).open_events()
+    off_reason = None if registered else f"not registered; run `pi-hindsight scope register {cwd}`"
+    lost_catalog = [event for event in set_aside if event.store == "catalog"]
+    if off_reason and lost_catalog:
+        off_reason = f"{off_reason}; {catalog_hint(lost_catalog[-1])}"
     return {
         "stateDir": str(directory),
         "configProblems": [problem.describe() for problem in loaded.problems],
@@ -67,14 +73,14 @@ def collect_status(directory: Path, cwd: Path, *, check_server: bool) -> dict[st
         "profile": settings.profile,
         "bankRule": resolution.bank_rule,
         "warnings": list(resolution.warnings),
-        "offReason": None
-        if registered
-        else f"not registered; run `pi-hindsight scope register {cwd}`",
+        "offReason": off_reason,
         "scope": {**asdict(scope), "tagsMatch": SCOPE_TAGS_MATCH},
         "server": _health(base_url, settings.timeout_ms / 1000)
         if check_server
         else {"url": None if base_url is None else display_url(base_url)},
         "outbox": health,
+        # Stores set aside by any process and not yet restored or acknowledged (`state list`).
+        "setAside": [event.to_json() for event in set_aside],
     }
 
 
@@ -121,3 +127,5 @@ def status(cwd: Path, no_server: bool, state_dir: Path | None, as_json: bool) ->
         click.echo(f"warning:   {warning}")
     for problem in data["configProblems"]:
         click.echo(f"config:    {problem}")
+    for event in data["setAside"]:
+        click.echo(f"set aside: [{event['id']}] {event['description']}")

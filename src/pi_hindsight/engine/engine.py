@@ -52,6 +52,7 @@ from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.evidence import EvidenceLedger
 from pi_hindsight.stores.evidence_schema import MemoInfo
 from pi_hindsight.stores.outbox import Outbox
+from pi_hindsight.stores.set_aside import SetAsideRecord, catalog_hint, describe
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +130,7 @@ class MemoryEngine:
         self._last_outcome: Outcome | None = None
         self._last_reason: str | None = None
         self._retain_lock = asyncio.Lock()
+        self._reported: set[str] = set()  # set-aside events already shown in this session
 
     # -- stores ----------------------------------------------------------------------------
 
@@ -153,16 +155,7 @@ class MemoryEngine:
             )
         except StateError as error:
             return self._evidence_failed(error)
-        aside = self._evidence.set_aside
-        if aside is None:
-            return ()
-        return (
-            Notice(
-                "warning",
-                f"the evidence ledger could not be used ({aside.reason}); it was set aside as "
-                f"{aside.moved_to} and a fresh one was created",
-            ),
-        )
+        return ()  # a ledger set aside while opening is reported by _set_aside_notices
 
     def _evidence_failed(self, error: PiHindsightError) -> tuple[Notice, ...]:
         """R-EVID-5: a failure to record never stops the conversation; warn once, show in status."""
@@ -221,15 +214,7 @@ class MemoryEngine:
         self._session = session = _Session(info=info)
         notices: list[Notice] = []
         try:
-            catalog = self.catalog()
-            if catalog.set_aside is not None:
-                notices.append(
-                    Notice(
-                        "warning",
-                        "the scope catalogue was unreadable and was set aside as "
-                        f"{catalog.set_aside.moved_to}; register this project again",
-                    )
-                )
+            catalog = self.catalog()  # a catalogue set aside is reported by _set_aside_notices
             # The repository's own file may only set allowlisted keys (config_migrate.py).
             self.config = self._config_loader(resolve_identity(info.cwd).root)
             self.settings = self.config.settings
@@ -238,12 +223,13 @@ class MemoryEngine:
         except PiHindsightError as error:
             session.off_reason = f"scope could not be resolved: {error}"
             notices.append(Notice("warning", f"memory off: {error.describe()}"))
+            notices.extend(self._set_aside_notices())
             return self._view(tuple(notices))
         notices.extend(Notice("warning", warning) for warning in session.resolution.warnings)
         notices.extend(self._open_evidence())
         self._load_context()
         self._activate()
-        notices.extend(self._outbox_notices())
+        notices.extend(self._set_aside_notices())
         return self._view(tuple(notices))
 
     def _load_context(self) -> None:
@@ -321,9 +307,12 @@ class MemoryEngine:
         except PiHindsightError as error:
             return self._view((Notice("error", f"registration failed: {error.describe()}"),))
         session.declined = False
-        self._activate()
+        self._activate()  # may open the outbox (and set a damaged one aside): report it too
         return self._view(
-            (Notice("info", f"memory on for {scope.scope_id} (bank {scope.bank_id})"),)
+            (
+                Notice("info", f"memory on for {scope.scope_id} (bank {scope.bank_id})"),
+                *self._set_aside_notices(),
+            )
         )
 
     def _require_session(self) -> _Session:
@@ -539,19 +528,39 @@ class MemoryEngine:
         )
         self._worker_task = asyncio.get_running_loop().create_task(self._worker.run())
 
-    def _outbox_notices(self) -> tuple[Notice, ...]:
-        """A warning when the outbox file was damaged or foreign and had to be set aside."""
-        aside = None if self._outbox is None else self._outbox.set_aside
-        if aside is None:
-            return ()
-        return (
-            Notice(
-                "warning",
-                f"the retain outbox {aside.original} could not be used ({aside.reason}); it was "
-                f"set aside as {aside.moved_to} and a fresh one was created. Requests queued in "
-                "it were not delivered; nothing already in Hindsight is affected.",
-            ),
-        )
+    def _set_aside_notices(self) -> tuple[Notice, ...]:
+        """A warning, once per session, for every store set aside (by this or any process) and
+        not yet restored or acknowledged (``set-aside.json``); a set-aside catalogue also says
+        why this location may be unregistered."""
+        record = SetAsideRecord(self.state_dir)
+        events = record.events()
+        pending = [event for event in events if event.open]
+        notices = [
+            Notice("warning", describe(event))
+            for event in pending
+            if event.event_id not in self._reported
+        ]
+        self._reported.update(event.event_id for event in pending)
+        recorded = {event.event_id for event in events}
+        for store in (self._catalog, self._outbox, self._evidence):
+            aside = None if store is None else store.set_aside
+            key = None if aside is None else aside.event_id or str(aside.moved_to)
+            if aside is not None and key not in recorded and key not in self._reported:
+                self._reported.add(str(key))  # the record could not be written: say it here
+                notices.append(
+                    Notice(
+                        "warning",
+                        f"{aside.original} could not be used ({aside.reason}); it was set aside "
+                        f"as {aside.moved_to} and a fresh one was created",
+                    )
+                )
+        session = self._session
+        lost = [event for event in pending if event.store == "catalog"]
+        if session is not None and session.scope is None and session.off_reason and lost:
+            hint = catalog_hint(lost[-1])
+            if hint not in session.off_reason:
+                session.off_reason = f"{session.off_reason}; {hint}"
+        return tuple(notices)
 
     async def shutdown(self, bound_s: float) -> dict[str, int]:
         """Submit what is ready within ``bound_s``; the rest stays in the outbox for later."""

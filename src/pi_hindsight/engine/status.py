@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH
 from pi_hindsight.errors import StateError
+from pi_hindsight.stores.set_aside import SetAsideRecord
 
 if TYPE_CHECKING:
     from pi_hindsight.engine.engine import MemoryEngine
@@ -113,4 +114,6 @@ def engine_status(engine: MemoryEngine) -> dict[str, Any]:
         "lastReason": reason,
         "outbox": _outbox_status(engine),
         "evidence": _evidence_status(engine),
+        # Stores set aside by any process and not yet restored or acknowledged (`state list`).
+        "setAside": [event.to_json() for event in SetAsideRecord(engine.state_dir).open_events()],
     }

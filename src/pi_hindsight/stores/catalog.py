@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from pi_hindsight.errors import StateError
 from pi_hindsight.stores.sqlite import (
     Migration,
     SetAside,
+    StoreConnection,
     StoreSchema,
     open_store,
     transaction,
@@ -30,6 +31,8 @@ CATALOG_FILE_NAME = "catalog.sqlite"
 EXPORT_FORMAT = "pi-hindsight-catalog/1"
 
 SCHEMA = StoreSchema(
+    name="catalog",
+    journal="delete",  # registrations are rare and precious: in the main file at commit (ADR 0006)
     application_id=0x50484331,  # "PHC1"
     migrations=(
         Migration(
@@ -135,12 +138,21 @@ class ImportReport:
 class Catalog:
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / CATALOG_FILE_NAME
-        self._connection: sqlite3.Connection
+        self._connection: StoreConnection
         self.set_aside: SetAside | None
         self._connection, self.set_aside = open_store(self.path, SCHEMA)
 
     def close(self) -> None:
         self._connection.close()
+
+    def _follow_live_file(self) -> None:
+        """Reopen before a write if another process set this file aside, so a registration
+        goes to the live catalogue, not the set-aside file."""
+        mark = self._connection.commit_mark
+        if mark is not None and mark.replaced():
+            self._connection.close()
+            self._connection, aside = open_store(self.path, SCHEMA)
+            self.set_aside = aside or self.set_aside
 
     def _record(self, row: sqlite3.Row) -> ScopeRecord:
         locations = tuple(
@@ -178,6 +190,7 @@ class Catalog:
         An existing scope keeps its bank and tags (they are the scope's identity); only the new
         location is added. A consent declined earlier at this location is forgotten.
         """
+        self._follow_live_file()
         now = time.time()
         with translated_errors("catalog", self.path), transaction(self._connection):
             self._connection.execute(
@@ -295,6 +308,7 @@ class Catalog:
             found = common_dir_of(Path(row["path"]))
             if found is None:
                 continue
+            self._follow_live_file()
             with translated_errors("catalog", self.path), transaction(self._connection):
                 self._connection.execute(
                     "UPDATE locations SET git_common_dir = ? WHERE path = ?",
@@ -315,6 +329,7 @@ class Catalog:
 
     def record_decline(self, location: Path, project_id: str) -> None:
         """The user declined memory at ``location`` (a repository root or a directory)."""
+        self._follow_live_file()
         with translated_errors("catalog", self.path), transaction(self._connection):
             self._connection.execute(
                 "INSERT OR REPLACE INTO location_declines VALUES (?, ?, ?)",
@@ -335,6 +350,7 @@ class Catalog:
     def record_operation(
         self, *, operation_id: str, scope_id: str, bank_id: str, kind: str, subject: str
     ) -> None:
+        self._follow_live_file()
         with translated_errors("catalog", self.path), transaction(self._connection):
             self._connection.execute(
                 "INSERT OR IGNORE INTO operations VALUES (?, ?, ?, ?, ?, ?)",
@@ -401,6 +417,50 @@ class Catalog:
             ],
         }
 
+    def restore(
+        self,
+        scopes: Sequence[Mapping[str, Any]],
+        locations: Sequence[Mapping[str, Any]],
+        declines: Sequence[Mapping[str, Any]],
+    ) -> ImportReport:
+        """Merge rows salvaged from a set-aside catalogue (``stores/salvage.py``) as an import:
+        nothing existing is rewritten. Rows missing a required value are left out."""
+        data: dict[str, Any] = {
+            "format": EXPORT_FORMAT,
+            "scopes": [
+                {
+                    "scopeId": row.get("scope_id"),
+                    "projectId": row.get("project_id"),
+                    "identitySource": row.get("identity_source"),
+                    "bankId": row.get("bank_id"),
+                    "tags": _tags(row.get("tags")),
+                    "registeredAt": row.get("registered_at"),
+                }
+                for row in scopes
+            ],
+            "locations": [
+                {
+                    "path": row.get("path"),
+                    "scopeId": row.get("scope_id"),
+                    "registeredAt": row.get("registered_at"),
+                    "pin": row.get("pin"),
+                    "gitCommonDir": row.get("git_common_dir"),
+                }
+                for row in locations
+            ],
+            "declines": [
+                {
+                    "projectId": row.get("project_id"),
+                    "path": row.get("path"),
+                    "declinedAt": row.get("declined_at"),
+                }
+                for row in declines
+            ],
+        }
+        for key in ("scopes", "locations", "declines"):
+            data[key] = [entry for entry in data[key] if _whole(entry)]
+        return self.import_(data)
+
     def import_(self, data: Mapping[str, Any]) -> ImportReport:
         """Merge an export: new scopes and locations are added; an existing scope id with a
         different bank or tags is a conflict and is left as it is (never silently rewritten)."""
@@ -466,3 +526,18 @@ class Catalog:
                 hint="export again with `pi-hindsight scope export`",
             ) from error
         return ImportReport(added_scopes, added_locations, unchanged, tuple(conflicts))
+
+
+def _tags(raw: object) -> list[str] | None:
+    try:
+        tags = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
+    return tags if isinstance(tags, list) and all(isinstance(t, str) for t in tags) else None
+
+
+def _whole(entry: Mapping[str, Any]) -> bool:
+    """A salvaged row with every value an import needs (a pin and a common dir may be absent)."""
+    return all(
+        value is not None for key, value in entry.items() if key not in ("pin", "gitCommonDir")
+    )

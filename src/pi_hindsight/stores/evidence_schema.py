@@ -26,6 +26,7 @@ Outcome = Literal[
 ]
 
 SCHEMA = StoreSchema(
+    name="evidence",
     application_id=0x50484531,  # "PHE1"
     incremental_vacuum=True,
     migrations=(

@@ -37,9 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from pi_hindsight.stores.outbox_restore import RestoreResult, restore_rows
 from pi_hindsight.stores.outbox_schema import SCHEMA
 from pi_hindsight.stores.sqlite import (
     SetAside,
+    StoreConnection,
     new_id,
     open_store,
     transaction,
@@ -169,12 +171,21 @@ class Outbox:
     def __init__(self, state_dir: Path, *, lease_s: float = 60.0) -> None:
         self.path = state_dir / OUTBOX_FILE_NAME
         self.lease_s = lease_s
-        self._connection: sqlite3.Connection
+        self._connection: StoreConnection
         self.set_aside: SetAside | None
         self._connection, self.set_aside = open_store(self.path, SCHEMA)
 
     def close(self) -> None:
         self._connection.close()
+
+    def _follow_live_file(self) -> None:
+        """Reopen first if another process set this file aside (its path now names a fresh
+        outbox), so new work goes to the live outbox, not the set-aside file."""
+        mark = self._connection.commit_mark
+        if mark is not None and mark.replaced():
+            self._connection.close()
+            self._connection, aside = open_store(self.path, SCHEMA)
+            self.set_aside = aside or self.set_aside
 
     # -- enqueue ---------------------------------------------------------------------------
 
@@ -188,6 +199,7 @@ class Outbox:
     ) -> str:
         """Durably record one completed request; returns its item id. Committed before anything
         is sent. The same (session, request id) again returns the first item's id."""
+        self._follow_live_file()
         item_id = new_id()
         encoded = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
         now = time.time()
@@ -261,6 +273,7 @@ class Outbox:
 
         ``include_submitted=False`` leaves batches awaiting confirmation alone (shutdown flush).
         """
+        self._follow_live_file()
         now = time.time()
         states = ("sending", "submitted") if include_submitted else ("sending",)
         with translated_errors("outbox", self.path):
@@ -554,6 +567,15 @@ class Outbox:
                 "(SELECT 1 FROM items WHERE items.batch_id = batches.batch_id)"
             ).rowcount
         return PurgeResult(items, batches)
+
+    # -- restore -----------------------------------------------------------------------------
+
+    def restore(
+        self, items: Sequence[dict[str, Any]], batches: Sequence[dict[str, Any]]
+    ) -> RestoreResult:
+        """Queue the unfinished items (and their batches) read from a set-aside outbox
+        (``stores/outbox_restore.py``); idempotent."""
+        return restore_rows(self._connection, self.path, items, batches)
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pi_hindsight.stores.sqlite import Migration, StoreSchema
 
 SCHEMA = StoreSchema(
+    name="outbox",
     application_id=0x50484F31,  # "PHO1"
     migrations=(
         Migration(
