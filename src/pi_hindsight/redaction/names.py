@@ -241,10 +241,10 @@ def secret_names(source: Source) -> list[NameHit]:
 def _prose_key(text: str, lowered: str, start: int) -> Strength | Literal["vendor"] | None:
     """A bare "key": "the API key is …" (strong), "the key for … is …" (as after a vendor's
     name: a random token after it counts), "the cache key" (nothing)."""
-    previous = ""
-    if start > 1 and text[start - 1] in " \t" and lowered[start - 2] in _LETTERS:
-        space = lowered.rfind(" ", max(0, start - 24), start - 1)
-        previous = lowered[space + 1 : start].strip()
+    if start < 2 or text[start - 1] not in " \t" or lowered[start - 2] not in _LETTERS:
+        return None
+    space = lowered.rfind(" ", max(0, start - 24), start - 1)
+    previous = lowered[space + 1 : start].strip()
     if previous in KEY_QUALIFIERS:
         return "strong"
     return None if previous in NOT_SECRET_KEYS else "vendor"
