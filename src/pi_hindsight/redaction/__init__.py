@@ -117,6 +117,7 @@ _ALWAYS = [position for position, pattern in enumerate(tokens.PATTERNS) if not p
 _DETECTOR_TRIGGERS = tuple((detector, _indices(detector.triggers)) for detector in _DETECTORS)
 _CONTEXT_TRIGGERS = _indices(_CONTEXT.triggers)
 _MARKER_TRIGGER = _TRIGGERS.index("[REDACTED:", False)
+_WORD_TRIGGERS = tuple((word, _TRIGGERS.index(word, True)) for word in names.SECRET_WORDS)
 
 KINDS: frozenset[str] = frozenset(
     (
@@ -132,6 +133,7 @@ def _hits(text: str, *, prefilter: bool = True) -> list[Hit]:
     source = Source(text)
     if prefilter:
         present = _TRIGGERS.present(text)
+        source.absent = frozenset(word for word, index in _WORD_TRIGGERS if index not in present)
         enabled = set(_ALWAYS)
         for index in present:
             enabled.update(_PATTERNS_BY_TRIGGER.get(index, ()))

@@ -117,11 +117,19 @@ def find_assignments(source: Source) -> Iterator[Hit]:
         finding, value_end = _assignment(scan, name_start, name_end, strength)
         if value_end:
             assigned.add(name_start)
-        elif _NAME_KEY.search(text, max(0, name_start - 16), name_start) is not None:
+        elif _after_name_key(source.lowered, name_start):
             finding, value_end = _name_value(scan, name_end, strength)
         resume = value_end
         if finding is not None:
             yield finding
+
+
+def _after_name_key(lowered: str, name_start: int) -> bool:
+    """Whether the name is the value of a ``name:``/``key=`` entry (cheap test first)."""
+    before = max(0, name_start - 16)
+    if lowered.find("name", before, name_start) < 0 and lowered.find("key", before, name_start) < 0:
+        return False
+    return _NAME_KEY.search(lowered, before, name_start) is not None
 
 
 def _assignment(
@@ -196,6 +204,10 @@ def _rest_of_line(
         rest = rest[: comment.start()]
     rest = rest.rstrip(" \t\r,;")
     end = value_start + len(rest)
+    if shell:
+        match = _SHELL_VALUE.match(text, value_start, end)
+        end = value_start if match is None else match.end()
+    # Judged on the whole rest: ``KEY=<your key>`` is a placeholder although it has a blank.
     if not rest or rest[0] in "{[" or is_not_a_secret(rest):
         return None, end
     call = _CALL_LIKE.match(rest)
@@ -204,9 +216,6 @@ def _rest_of_line(
         if literal is None:
             return None, end
         return (literal.start(2), literal.end(2), "quoted"), literal.end(2)
-    if shell:
-        match = _SHELL_VALUE.match(text, value_start)
-        end = value_start if match is None else match.end()
     return (value_start, end, "line"), end
 
 

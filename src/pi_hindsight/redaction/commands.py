@@ -33,7 +33,14 @@ _CURL_USER = re.compile(
 
 
 def _real_password(value: str) -> bool:
-    return bool(value) and not value.isdigit() and not is_not_a_secret(value)
+    """Three or more characters with a letter or digit, not only digits (a uid:gid, a port), not
+    a reference or placeholder."""
+    return (
+        len(value) >= 3
+        and not value.isdigit()
+        and any(char.isalnum() for char in value)
+        and not is_not_a_secret(value)
+    )
 
 
 def find_curl_users(source: Source) -> Iterator[Hit]:
@@ -113,7 +120,7 @@ _SQL = re.compile(
     r"(?:identified[ \t]{1,16}by|with[ \t]{1,16}(?:encrypted[ \t]{1,16})?password)[ \t]{1,16}"
     r"'([^'\r\n]{1,256})'"
 )
-SQL_TRIGGERS = ("identified", "password")
+SQL_TRIGGERS = ("identified", "password '")
 
 
 def find_sql_passwords(source: Source) -> Iterator[Hit]:

@@ -117,7 +117,7 @@ def find_by_context(source: Source) -> Iterator[Hit]:
 
 def _gap_ok(lowered: str, name_start: int, keyword_end: int, token: str, token_start: int) -> bool:
     gap = lowered[keyword_end:token_start]
-    if _SENTENCE_END.search(gap) or ")" in gap or "(" in gap.rstrip(" \t\"'`("):
+    if _SENTENCE_END.search(gap) or ")" in gap:
         return False
     words = _WORD.findall(gap)
     if len(words) > 6 or any(word in _BLOCKERS for word in words):

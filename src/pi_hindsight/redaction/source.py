@@ -38,6 +38,8 @@ class Source:
     text: str
     found: list[Hit] = field(default_factory=list)
     cache: dict[str, object] = field(default_factory=dict)  # results shared between detectors
+    # Words the trigger pass found absent (case-insensitively): no need to search for them.
+    absent: frozenset[str] = frozenset()
     _occurrences: dict[str, list[int]] = field(default_factory=dict)
 
     @cached_property
@@ -49,11 +51,14 @@ class Source:
         """Start positions of ``word`` (lowercase) in the lowered text, non-overlapping."""
         found = self._occurrences.get(word)
         if found is None:
-            lowered = self.lowered
-            if word in lowered:
-                found = [match.start() for match in re.finditer(re.escape(word), lowered)]
-            else:
-                found = []
+            found = []
+            if word in self.absent:
+                return found
+            find, step = self.lowered.find, len(word)
+            position = find(word)
+            while position >= 0:
+                found.append(position)
+                position = find(word, position + step)
             self._occurrences[word] = found
         return found
 

@@ -268,14 +268,14 @@ PATTERNS: tuple[TokenPattern, ...] = (
         boundary=_DASHED,
         end=False,
     ),
-    # Discord bot tokens: no literal; a capital M/N/O is cheap to scan for and rare enough.
+    # Discord bot tokens: base64 of a numeric user id, so they start M/N/O then D/T/j/z.
     TokenPattern(
         "discord_token",
         re.compile(
-            r"[MNO](?<![A-Za-z0-9_-][MNO])[A-Za-z0-9_-]{23,25}+\.[A-Za-z0-9_-]{6}\."
+            r"[MNO](?<![A-Za-z0-9_-][MNO])[DTjz][A-Za-z0-9_-]{22,24}+\.[A-Za-z0-9_-]{6}\."
             r"[A-Za-z0-9_-]{27,}+"
         ),
-        (),
+        tuple((first + second, False) for first in "MNO" for second in "DTjz"),
     ),
     TokenPattern(
         "telegram_bot_token",
