@@ -153,8 +153,9 @@ def _hits(text: str, *, prefilter: bool = True) -> list[Hit]:
 
 
 def _outside_markers(text: str, hits: list[Hit]) -> list[Hit]:
-    """``hits`` without those touching an earlier ``[REDACTED:kind]``: redacting twice changes
-    nothing (``curl -u [REDACTED:stripe_key]:`` is not a user and a password)."""
+    """``hits`` without those overlapping or touching an earlier ``[REDACTED:kind]``, so that a
+    second pass never cuts into a marker (``curl -u [REDACTED:stripe_key]:`` is not a user and a
+    password)."""
     markers = [match.span() for match in _MARKER.finditer(text)]
     if not markers:
         return hits
@@ -181,17 +182,18 @@ def redact(text: str) -> Redacted:
         return Redacted(text, ())
     # By start, longest first, then in detector order (which names a tie).
     ordered = sorted((start, -end, order, kind) for order, (start, end, kind) in enumerate(hits))
-    merged: list[list[object]] = []
+    merged: list[Hit] = []
     last_end = -1
     for start, negative_end, _, kind in ordered:
         end = -negative_end
         if start < last_end:
             if end > last_end:
-                merged[-1][1] = last_end = end
+                merged[-1] = (merged[-1][0], end, merged[-1][2])
+                last_end = end
             continue
-        merged.append([start, end, kind])
+        merged.append((start, end, kind))
         last_end = end
-    findings = tuple(Finding(kind, start, end) for start, end, kind in merged)  # type: ignore[arg-type]
+    findings = tuple(Finding(kind, start, end) for start, end, kind in merged)
     parts: list[str] = []
     cursor = 0
     for finding in findings:

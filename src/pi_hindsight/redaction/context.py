@@ -3,9 +3,12 @@
 
 - A random-looking token (:func:`~.values.looks_random`: 16+ characters, a digit and a letter,
   3+ bits of entropy per character, not an identifier or path) within 96 characters after a
-  secret-named word (``token``, ``secret``, ``password``, "API key", …), with at most six words
-  between them, none of them a word that says the token is something else (commit, sha, hash,
-  id, request, fingerprint, …) and no sentence end.
+  secret-named word (``token``, ``secret``, ``password``, "API key", …), a vendor whose keys
+  have no shape of their own (Datadog, Twilio, Mailgun, Heroku, SendGrid, Algolia, Cloudflare),
+  ``login`` or a bare "key" in prose; with at most six words between them, none of them a word
+  that says the token is something else (commit, sha, hash, id, request, fingerprint, …), no
+  sentence end and no closing parenthesis. A 40- or 64-hex token looks like a git or SHA-256
+  hash and needs a tighter link: at most four words, all of them connectors ("the new one is").
 - The 40-character AWS secret key after an access key id, and the 32-hex Twilio auth token after
   an account SID (``AC…``), within 120 characters.
 - After "password"/"passphrase" in prose: the next word when it mixes letters with digits or

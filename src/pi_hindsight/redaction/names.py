@@ -187,6 +187,7 @@ def _qualified_key(parts: list[str]) -> bool:
 _NAME_RUN = re.compile(r"[A-Za-z0-9_.-]++")
 _NAME_SET = frozenset(NAME_CHARS)
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
+_VENDOR_SET = frozenset(VENDOR_WORDS)
 
 
 def secret_names(source: Source) -> list[NameHit]:
@@ -206,9 +207,16 @@ def secret_names(source: Source) -> list[NameHit]:
     occurrences.sort()
     hits: list[NameHit] = []
     resume = 0
+    # Spans already found by the token and block detectors: a word inside a private key or a
+    # vendor token is not a name ("PRIVATE KEY", "…key…" in a random token).
+    covered = sorted((start, end) for start, end, _ in source.found)
+    covered_index, covered_end = 0, -1
     for encoded in occurrences:
         position, length = encoded >> 5, 31 - (encoded & 31)
-        if position < resume:
+        while covered_index < len(covered) and covered[covered_index][0] <= position:
+            covered_end = max(covered_end, covered[covered_index][1])
+            covered_index += 1
+        if position < resume or position < covered_end:
             continue
         end = position + length
         if (position == 0 or text[position - 1] not in _NAME_SET) and (
@@ -228,7 +236,7 @@ def secret_names(source: Source) -> list[NameHit]:
         strength = name_strength(text[start:end])
         if strength is not None:
             hits.append((start, end, strength, False))
-        elif any(lowered.find(vendor, start, end) >= 0 for vendor in VENDOR_WORDS):
+        elif lowered[position : position + length] in _VENDOR_SET:
             hits.append((start, end, "vendor", False))
         elif end - start == 3 and lowered.startswith("key", start):
             prose = _prose_key(text, lowered, start)
