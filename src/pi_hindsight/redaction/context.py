@@ -114,6 +114,8 @@ def find_by_context(source: Source) -> Iterator[Hit]:
         value = text[token_start:token_end]
         if not _gap_ok(lowered, name_start, name_end, value, token_start):
             continue
+        if lowered.startswith("login", name_start) and lowered[name_end:token_start].strip():
+            continue  # only "<tool> login <token>": "login succeeded for user <uuid>" stays
         if looks_random(value, 16) and not is_not_a_secret(value):
             yield (token_start, token_end, _vendor_kind(lowered, name_start, token_start))
 
@@ -148,6 +150,8 @@ def _prose_password(text: str, name_end: int) -> Hit | None:
     while end > start and text[end - 1] in ".,;:)":
         end -= 1
     value = text[start:end]
+    if not value or value[0] in "([{<":
+        return None  # a parenthesis: "password = (sensitive value)" in a Terraform plan
     has_letter = any(char.isalpha() for char in value)
     has_other = any(not char.isalpha() for char in value)
     if len(value) < 6 or not (has_letter and has_other) or value.lower() in _TECH_WORDS:

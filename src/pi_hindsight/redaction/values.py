@@ -138,6 +138,9 @@ _WORD_PIECE = re.compile(r"[A-Za-z]{1,40}(?:[0-9]{1,2}|128|160|224|256|384|512)?
 _HUMP = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 
 
+_CONSONANT_RUN = re.compile(r"[bcdfghjklmnpqrstvwxz]{5}")
+
+
 def _is_word_like(piece: str) -> bool:
     letters = piece.rstrip("0123456789")
     if not letters:
@@ -146,7 +149,19 @@ def _is_word_like(piece: str) -> bool:
     if sum(len(hump) for hump in humps) != len(letters):
         return False
     singles = sum(1 for hump in humps if len(hump) == 1)
-    return singles <= 1 and all(len(hump) <= 20 for hump in humps)
+    return singles <= 1 and all(_pronounceable(hump) for hump in humps)
+
+
+def _pronounceable(hump: str) -> bool:
+    """A long run of letters is a word (``authentication``, ``dockerconfigjson``) only when it
+    has vowels and no five consonants in a row; random letters (``xmplwqertyuiopas``) do not."""
+    if len(hump) < 10:
+        return True
+    if len(hump) > 24:
+        return False
+    lowered = hump.lower()
+    vowels = sum(1 for char in lowered if char in "aeiouy")
+    return vowels * 5 >= len(lowered) and _CONSONANT_RUN.search(lowered) is None
 
 
 @_memoised
