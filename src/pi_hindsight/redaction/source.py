@@ -108,19 +108,25 @@ def name_around(text: str, position: int, length: int) -> tuple[int, int] | None
     start = position
     if position > 0 and text[position - 1] in _NAME_SET:
         left = text[max(0, position - _NAME_LIMIT) : position]
-        start = position - (len(left) - len(left.rstrip(NAME_CHARS)))
-        if start == position - _NAME_LIMIT and start > 0 and text[start - 1] in _NAME_SET:
+        run = left[len(left.rstrip(NAME_CHARS)) :]
+        if (
+            len(run) == _NAME_LIMIT
+            and position > _NAME_LIMIT
+            and text[start - _NAME_LIMIT - 1] in _NAME_SET
+        ):
             return None
-        while start < position and text[start] in ".-":
-            start += 1
+        start = position - len(run.lstrip(".-"))
     end = word_end = position + length
     if word_end < len(text) and text[word_end] in _NAME_SET:
         right = text[word_end : word_end + _NAME_LIMIT]
-        end = word_end + (len(right) - len(right.lstrip(NAME_CHARS)))
-        if end == word_end + _NAME_LIMIT and end < len(text) and text[end] in _NAME_SET:
+        run = right[: len(right) - len(right.lstrip(NAME_CHARS))]
+        if (
+            len(run) == _NAME_LIMIT
+            and word_end + _NAME_LIMIT < len(text)
+            and text[word_end + _NAME_LIMIT] in _NAME_SET
+        ):
             return None
-        while end > word_end and text[end - 1] in ".-":
-            end -= 1
+        end = word_end + len(run.rstrip(".-"))
     return start, end
 
 
