@@ -190,14 +190,17 @@ def test_unterminated_private_key_headers_take_linear_time() -> None:
     times the input takes at most eight times as long."""
     header = "-----BEGIN PRIVATE KEY-----\n"
     timings = []
-    for count in (1_000, 4_000):
+    for count in (2_000, 8_000):
         text = header * count
-        start = time.perf_counter()
-        result = redact(text)
-        timings.append(time.perf_counter() - start)
+        best = float("inf")
+        for _ in range(3):  # CPU time, best of three: other processes share the machine
+            start = time.process_time()
+            result = redact(text)
+            best = min(best, time.process_time() - start)
+        timings.append(best)
         assert len(result.findings) == count
         assert "PRIVATE KEY" not in result.text
-    assert timings[1] <= 8 * max(timings[0], 0.002)
+    assert timings[1] <= 8 * max(timings[0], 0.005)
 
 
 def test_a_truncated_key_before_a_complete_one_is_redacted_separately() -> None:

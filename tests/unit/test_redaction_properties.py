@@ -103,9 +103,9 @@ def _seconds(text: str) -> float:
     gc.disable()
     try:
         for _ in range(3):
-            start = time.perf_counter()
+            start = time.process_time()  # CPU time: other processes share the machine
             redact(text)
-            best = min(best, time.perf_counter() - start)
+            best = min(best, time.process_time() - start)
     finally:
         gc.enable()
     return best
