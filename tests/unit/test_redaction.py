@@ -1,7 +1,10 @@
 """Secret redaction: what it catches, what it leaves alone, and that detect-secrets' regex
-detectors catch nothing it misses (detect-secrets is the oracle here, not a runtime dependency)."""
+detectors catch nothing it misses (detect-secrets is the oracle here, not a runtime dependency).
+The corpora are in test_redaction_corpus.py, generated input in test_redaction_properties.py."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -55,6 +58,44 @@ CAUGHT = [
     ("OPENAI_API_KEY=sk-proj-" + "Ab1" * 16, "sk-proj-" + "Ab1" * 16, "openai_api_key"),
     ("sk-ant-api03-" + "x1Y2" * 10, "sk-ant-api03-" + "x1Y2" * 10, "anthropic_api_key"),
     ("xoxb-123456789012-123456789012-abcdefghijkl", "xoxb-123456789012", "slack_token"),
+    # issue 9's misses
+    (
+        "export DD_APP_KEY=3f1c9a7e5b2d4f6a8c0e1b3d5f7a9c2e4b6d8f0a",
+        "3f1c9a7e5b2d",
+        "env_assignment",
+    ),
+    (
+        '{"auths": {"ghcr.io": {"auth": "ZGVwbG95OnM0Y3JldCFQYXNzdzByZA=="}}}',
+        "ZGVwbG95",
+        "secret_assignment",
+    ),
+    (
+        'client = Client("AC' + "0a1b2c3d" * 4 + '", "' + "9f8e7d6c" * 4 + '")',
+        "9f8e7d6c" * 4,
+        "twilio_auth_token",
+    ),
+    ("MAILGUN_API_KEY=key-3ax6xnjp29jd6fds4gc373sgvjxteol0", "3ax6xnjp29jd", "mailgun_key"),
+    ("HRKU-AA" + ("x7Qm2Lp9Zt4Wb8Nc1Kd6Rf3Hs5Jv0Gy" * 2)[:58], "x7Qm2Lp9Zt4Wb8", "heroku_api_key"),
+    (
+        "My Heroku API key is 5d2f8a61-3c7e-4b90-a1d4-8e6f0c2b7a93, set it in the pipeline.",
+        "5d2f8a61-3c7e-4b90-a1d4-8e6f0c2b7a93",
+        "heroku_api_key",
+    ),
+    (
+        "The AWS secret access key is wJa1rXUtnF3MI/K7MDENG/bPxRfiCYz8Xq2Lk9Vd for the sandbox.",
+        "wJa1rXUtnF3MI/K7MDENG/bPxRfiCYz8Xq2Lk9Vd",
+        "aws_secret_access_key",
+    ),
+    ("curl -u admin:Harb0r!Quartz9 https://jenkins.example.com", "Harb0r!Quartz9", "basic_auth"),
+    (
+        "kind: Secret\ntype: kubernetes.io/dockerconfigjson\n"
+        "data:\n  .dockerconfigjson: eyJhdXRocyI6e30K",
+        "eyJhdXRocyI6e30K",
+        "kubernetes_secret",
+    ),
+    ("REDIS_URL=redis://:Tundra-77x.q@cache:6379/0", "Tundra-77x.q", "url_credentials"),
+    # str.lower() turns "İ" into two code points; spans found in the lowered text must not shift
+    ("İ" * 10 + " password=Sup3rS3cret!", "Sup3rS3cret!", "secret_assignment"),
 ]
 
 LEFT_ALONE = [
@@ -68,6 +109,13 @@ LEFT_ALONE = [
     "Use `pi-hindsight outbox retry --all` after the outage.",
     "hsk_ is the prefix of Hindsight keys",
     "The commit 3f9a2c1e0b4d5f6a7b8c9d0e1f2a3b4c5d6e7f80 fixed it.",
+    # issue 9's false positives
+    'token_type = "bearer"',
+    '"secret_name": "prod-db-credentials"',
+    'api_key_header = "X-API-Key"',
+    'PASSWORD_RESET_URL = "/accounts/password/reset/"',
+    "GITHUB_TOKEN=${{ secrets.GITHUB_TOKEN }}",
+    '"sessionToken": "sessionStorage"',
 ]
 
 
@@ -134,3 +182,45 @@ def test_detect_secrets_regex_detectors_find_nothing_we_miss() -> None:
         theirs = [d.secret_type for d in detectors if list(d.analyze_string(sample))]
         assert theirs, f"the oracle should recognise {sample!r}"
         assert redact(sample).changed, f"detect-secrets finds {theirs} in {sample!r}; we do not"
+
+
+def test_unterminated_private_key_headers_take_linear_time() -> None:
+    """Issue 9: 200 KB of "-----BEGIN PRIVATE KEY-----\\n" took 10.3 s (a lazy BEGIN.*?END
+    rescanned the rest of the text from each header). Every header is still redacted, and four
+    times the input takes at most eight times as long."""
+    header = "-----BEGIN PRIVATE KEY-----\n"
+    timings = []
+    for count in (2_000, 8_000):
+        text = header * count
+        best = float("inf")
+        for _ in range(3):  # CPU time, best of three: other processes share the machine
+            start = time.process_time()
+            result = redact(text)
+            best = min(best, time.process_time() - start)
+        timings.append(best)
+        assert len(result.findings) == count
+        assert "PRIVATE KEY" not in result.text
+    assert timings[1] <= 8 * max(timings[0], 0.005)
+
+
+def test_a_truncated_key_before_a_complete_one_is_redacted_separately() -> None:
+    truncated = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7xyzABCDEFGH\n"
+    complete = (
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAq1w2e3r4\n-----END RSA PRIVATE KEY-----"
+    )
+    result = redact(truncated + "\nnotes in between stay\n\n" + complete)
+    assert "notes in between stay" in result.text
+    assert "MIIE" not in result.text and len(result.findings) == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\ud800 password=Sup3rS3cret! \udfff",
+        "\x00" * 100 + "ghp_" + "a1B2" * 9,
+        "🔑" * 5000 + " token=ab12cd34ef56gh78",
+    ],
+)
+def test_odd_strings_are_redacted_without_error(text: str) -> None:
+    result = redact(text)
+    assert result.changed and "[REDACTED:" in result.text

@@ -1,4 +1,7 @@
-"""Secret redaction: a pure, fast function applied to everything before it is retained.
+"""The redaction module as it was before issue 9, kept unchanged as the baseline of
+bench/redaction_bench.py (not used by pi-hindsight).
+
+Secret redaction: a pure, fast function applied to everything before it is retained.
 
 Public API::
 

@@ -1,0 +1,204 @@
+"""Secret redaction: a pure, linear-time function applied to everything before it is retained.
+
+Public API::
+
+    redact(text) -> Redacted(text, findings)
+    Finding(kind, start, end)      # where in the *original* text, and what kind of secret
+    KINDS                          # every kind this package can report
+
+``redact`` replaces each secret with ``[REDACTED:<kind>]`` and reports what it replaced (never the
+secret itself). It is deterministic and pure (no I/O, no configuration), so the same function can
+run on every retain and on every recall, and it never raises on any ``str`` (lone surrogates,
+NUL, megabyte lines). Detection is best effort (R-EVID-6): what is and is not caught is listed
+in ``docs/security.md``; how it works and what it measures in ``docs/adr/0005-secret-redaction.md``.
+
+The detectors, one module each:
+
+- :mod:`.tokens`: vendor tokens, JWTs, URL credentials and query secrets, ``Authorization``;
+- :mod:`.blocks`: private key blocks, PuTTY keys, Kubernetes ``Secret`` data;
+- :mod:`.assignments`: values assigned to secret-named keys, gated by :mod:`.values`;
+- :mod:`.commands`: ``curl -u``, ``auth=(…)``, ``mysql -p…``, ``Cookie:``;
+- :mod:`.context`: random tokens near secret words, passwords in prose.
+
+One pass of :mod:`.triggers` says which detectors can match at all; only those run. All matches
+are merged as spans before replacement, so overlapping detectors never corrupt each other.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from pi_hindsight.redaction import assignments, blocks, commands, context, names, tokens
+from pi_hindsight.redaction.source import Finding, Hit, Source
+from pi_hindsight.redaction.triggers import TriggerSet
+
+__all__ = ["KINDS", "Finding", "Redacted", "redact"]
+
+
+@dataclass(frozen=True)
+class Redacted:
+    """The text with every detected secret replaced, and what was replaced."""
+
+    text: str
+    findings: tuple[Finding, ...]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.findings)
+
+
+@dataclass(frozen=True)
+class _Detector:
+    find: Callable[[Source], Iterable[Hit]]
+    triggers: tuple[tuple[str, bool], ...]
+    kinds: tuple[str, ...]
+
+
+def _words(words: Iterable[str]) -> tuple[tuple[str, bool], ...]:
+    return tuple((word, True) for word in words)
+
+
+_DETECTORS = (
+    _Detector(
+        blocks.find_private_keys,
+        (("-----BEGIN", False), ("PuTTY-User-Key-File-", False), ("LS0tLS1CRUdJTi", False)),
+        ("private_key",),
+    ),
+    _Detector(blocks.find_kubernetes_secrets, (("Secret", False),), ("kubernetes_secret",)),
+    _Detector(
+        assignments.find_assignments,
+        _words(names.SECRET_WORDS),
+        ("env_assignment", "secret_assignment"),
+    ),
+    _Detector(commands.find_curl_users, (("-u", False), ("--user", False)), ("basic_auth",)),
+    _Detector(commands.find_auth_pairs, (("auth", True),), ("basic_auth",)),
+    _Detector(commands.find_cli_passwords, _words(commands.CLI_TRIGGERS), ("cli_password",)),
+    _Detector(commands.find_cookies, (("cookie", True),), ("cookie",)),
+    _Detector(commands.find_sql_passwords, _words(commands.SQL_TRIGGERS), ("sql_password",)),
+)
+# Runs last: it reads the findings of the others (an AWS key id, a Twilio SID).
+_CONTEXT = _Detector(
+    context.find_by_context,
+    (*_words(names.SECRET_WORDS), *(("AKIA", False), ("ASIA", False), ("AC", False))),
+    (
+        "secret_near_keyword",
+        "password_in_prose",
+        "aws_secret_access_key",
+        "twilio_auth_token",
+        "datadog_key",
+        "heroku_api_key",
+        "mailgun_key",
+    ),
+)
+
+_MARKER = re.compile(r"\[REDACTED:[a-z0-9_]{1,64}\]")
+_TRIGGERS = TriggerSet(
+    (
+        ("[REDACTED:", False),
+        *(trigger for pattern in tokens.PATTERNS for trigger in pattern.triggers),
+        *(trigger for detector in (*_DETECTORS, _CONTEXT) for trigger in detector.triggers),
+    )
+)
+
+
+def _indices(triggers: tuple[tuple[str, bool], ...]) -> frozenset[int]:
+    return frozenset(_TRIGGERS.index(literal, folded) for literal, folded in triggers)
+
+
+# trigger index -> the token patterns it enables (by position in tokens.PATTERNS)
+_PATTERNS_BY_TRIGGER: dict[int, list[int]] = {}
+for _position, _pattern in enumerate(tokens.PATTERNS):
+    for _index in _indices(_pattern.triggers):
+        _PATTERNS_BY_TRIGGER.setdefault(_index, []).append(_position)
+_ALWAYS = [position for position, pattern in enumerate(tokens.PATTERNS) if not pattern.triggers]
+_DETECTOR_TRIGGERS = tuple((detector, _indices(detector.triggers)) for detector in _DETECTORS)
+_CONTEXT_TRIGGERS = _indices(_CONTEXT.triggers)
+_MARKER_TRIGGER = _TRIGGERS.index("[REDACTED:", False)
+_WORD_TRIGGERS = tuple((word, _TRIGGERS.index(word, True)) for word in names.SECRET_WORDS)
+
+KINDS: frozenset[str] = frozenset(
+    (
+        *(pattern.kind for pattern in tokens.PATTERNS),
+        *(kind for detector in (*_DETECTORS, _CONTEXT) for kind in detector.kinds),
+    )
+)
+
+
+def _hits(text: str, *, prefilter: bool = True) -> list[Hit]:
+    """Every detection in ``text``; ``prefilter=False`` runs every detector (for tests: the
+    result must not depend on the trigger pass)."""
+    source = Source(text)
+    if prefilter:
+        present = _TRIGGERS.present(text)
+        source.absent = frozenset(word for word, index in _WORD_TRIGGERS if index not in present)
+        enabled = set(_ALWAYS)
+        for index in present:
+            enabled.update(_PATTERNS_BY_TRIGGER.get(index, ()))
+        patterns = [tokens.PATTERNS[position] for position in sorted(enabled)]
+    else:
+        present = frozenset(range(len(_TRIGGERS)))
+        patterns = list(tokens.PATTERNS)
+    source.found.extend(tokens.find_tokens(source, patterns))
+    for detector, indices in _DETECTOR_TRIGGERS:
+        if not indices.isdisjoint(present):
+            source.found.extend(detector.find(source))
+    if not _CONTEXT_TRIGGERS.isdisjoint(present):
+        source.found.extend(_CONTEXT.find(source))
+    if _MARKER_TRIGGER in present:
+        return _outside_markers(text, source.found)
+    return source.found
+
+
+def _outside_markers(text: str, hits: list[Hit]) -> list[Hit]:
+    """``hits`` without those overlapping or touching an earlier ``[REDACTED:kind]``, so that a
+    second pass never cuts into a marker (``curl -u [REDACTED:stripe_key]:`` is not a user and a
+    password)."""
+    markers = [match.span() for match in _MARKER.finditer(text)]
+    if not markers:
+        return hits
+    starts = [start for start, _ in markers]
+    kept = []
+    for hit in hits:
+        at = bisect.bisect_right(starts, hit[1]) - 1  # the last marker starting before the hit ends
+        if at >= 0 and markers[at][1] > hit[0] - 1:
+            continue
+        kept.append(hit)
+    return kept
+
+
+def redact(text: str) -> Redacted:
+    """Replace every detected secret in ``text`` with ``[REDACTED:<kind>]``.
+
+    Overlapping detections are merged (the earliest-starting detector names the span), so the
+    result never contains a fragment of a secret that one detector cut and another missed.
+    """
+    if not text:
+        return Redacted(text, ())
+    hits = _hits(text)
+    if not hits:
+        return Redacted(text, ())
+    # By start, longest first, then in detector order (which names a tie).
+    ordered = sorted((start, -end, order, kind) for order, (start, end, kind) in enumerate(hits))
+    merged: list[Hit] = []
+    last_end = -1
+    for start, negative_end, _, kind in ordered:
+        end = -negative_end
+        if start < last_end:
+            if end > last_end:
+                merged[-1] = (merged[-1][0], end, merged[-1][2])
+                last_end = end
+            continue
+        merged.append((start, end, kind))
+        last_end = end
+    findings = tuple(Finding(kind, start, end) for start, end, kind in merged)
+    parts: list[str] = []
+    cursor = 0
+    for finding in findings:
+        parts.append(text[cursor : finding.start])
+        parts.append(f"[REDACTED:{finding.kind}]")
+        cursor = finding.end
+    parts.append(text[cursor:])
+    return Redacted("".join(parts), findings)

@@ -1,0 +1,289 @@
+"""Values assigned to secret-named keys: ``API_KEY=…``, ``export DB_PASSWORD="…"``, ``password:
+…`` (YAML), ``"client_secret": "…"``, ``--token=…``, ``--token …``, ``<password>…</password>``.
+
+The key names are found by ``str.find`` on the secret words (shared with :mod:`.context`); a name
+counts when :func:`~.names.name_strength` says so and an assignment operator follows. The value
+rules, by the name's strength and where the value stands:
+
+========================  ======================  ==============================  ==============
+                          line of its own (.env,  quoted inline (code, JSON)      bare inline
+                          YAML, shell)                                            (code, CLI)
+========================  ======================  ==============================  ==============
+``password``              any real value, words   ≥ 4 characters, not a label     ≥ 6, not an
+                          and spaces included     with spaces                     identifier
+``strong``                ≥ 4, not a word or      ≥ 6, not a word, identifier or  ≥ 8, likewise
+                          identifier              label
+``weak``                  random (:func:`~.values.looks_random`) wherever it stands
+========================  ======================  ==============================  ==============
+
+and nowhere a reference, template, placeholder, URL without credentials, path or short number
+(:func:`~.values.is_not_a_secret`). The key name stays: it tells the reader what was there.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Literal
+
+from pi_hindsight.redaction.names import Strength, secret_names
+from pi_hindsight.redaction.source import Hit, Lines, Source
+from pi_hindsight.redaction.values import (
+    is_code,
+    is_name_like,
+    is_not_a_secret,
+    is_prose,
+    looks_random,
+)
+
+__all__ = ["find_assignments"]
+
+# After the name: an optional closing quote, the operator, blanks. Not ``==``, ``::``, ``=~``.
+_OPERATOR = re.compile(r"[\"'`]?[ \t]{0,16}(?::=|=>|=(?![=~])|\?:|:(?![:/]))[ \t]{0,16}")
+_BLANKS = re.compile(r"[ \t]{1,16}")
+_BARE = re.compile(r"[^\s\"'`,;)(\]}{&<>]{1,4096}+")
+_SHELL_VALUE = re.compile(r"[^\s\"'`]{1,4096}+")
+# A call wrapping a string literal: String::from("…"), SecretStr("…"), Secret.new('…')
+_CALL_LITERAL = re.compile(r"\([ \t]{0,16}([\"'])([^\"'\r\n]{1,1024})\1")
+# Kubernetes/ECS environment lists: name: DB_PASSWORD / value: …, {"name": …, "value": …}
+_NAME_KEY = re.compile(r"(?:name|key)[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?\Z")
+# A type annotation between the name and the value: token: str = "…", apiKey: string = '…'
+_ANNOTATION = re.compile(r"[A-Za-z_][\w.\[\], |]{0,64}?[ \t]*=(?![=>])[ \t]*")
+_VALUE_KEY = re.compile(r"value[\"']?[ \t]{0,4}[:=][ \t]{0,4}")
+_XML_TEXT = re.compile(r"[^<\r\n]{1,1024}+</")
+# What may precede the name on a line for the line to be a .env/YAML/shell/Dockerfile assignment.
+_LINE_HEAD = re.compile(
+    r"[ \t]{0,4096}+(?:(?:export|set|setx|ENV|ARG|declare|local|readonly)[ \t]+|-[ \t]+|\$env:|\$)?"
+    r"[\"']?"
+)
+_COMMENT = re.compile(r"[ \t]#|[ \t]//")
+# A value that is code: a call or subscript (getpass.getpass(…), os.environ[…]), or a reference to
+# an attribute or variable (var.db_password, self.token, Config::TOKEN).
+_CALL_LIKE = re.compile(r"[A-Za-z_$][\w.$:]*[(\[]")
+_DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|->)[A-Za-z_$][\w$]*)+")
+
+
+class _Quotes:
+    """The next occurrence of each quote character at or after a position, in linear total time
+    for increasing positions (an unterminated quote is not searched for again on every name)."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._next: dict[str, tuple[int, int]] = {}  # quote -> (searched from, found at or -1)
+
+    def find(self, quote: str, start: int, end: int) -> int:
+        cached = self._next.get(quote)
+        if cached is not None and cached[0] <= start and (cached[1] < 0 or cached[1] >= start):
+            found = cached[1]
+        else:
+            found = self._text.find(quote, start)
+            self._next[quote] = (start, found)
+        return found if 0 <= found < end else -1
+
+
+class _Scan:
+    """One text being scanned for assignments, with its line and quote lookups."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.quotes = _Quotes(text)
+        self._lines = Lines(text)
+        self._heads: dict[int, int] = {}  # line start -> where a name first on it would begin
+
+    def line(self, name_start: int) -> tuple[bool, int]:
+        """Whether the name stands first on its line (.env, YAML, shell), and the line's end."""
+        line_start, line_end = self._lines.bounds(name_start)
+        head = self._heads.get(line_start)
+        if head is None:
+            match = _LINE_HEAD.match(self.text, line_start, line_end)
+            head = self._heads[line_start] = line_start if match is None else match.end()
+        return head == name_start, line_end
+
+
+# Where a value stands: on a line of its own, quoted inline, bare inline (see the table above).
+Place = Literal["line", "quoted", "bare"]
+_Value = tuple[int, int, Place]
+
+
+def find_assignments(source: Source) -> Iterator[Hit]:
+    text = source.text
+    scan = _Scan(text)
+    assigned: set[int] = set()  # names followed by an assignment: context.py skips them
+    source.cache["assigned"] = assigned
+    resume = 0
+    for name_start, name_end, strength, by_previous_word in secret_names(source):
+        if name_start < resume or by_previous_word or strength == "vendor":
+            continue
+        finding, value_end = _assignment(scan, name_start, name_end, strength)
+        if value_end:
+            assigned.add(name_start)
+        elif _after_name_key(source.lowered, name_start):
+            finding, value_end = _name_value(scan, name_end, strength)
+        resume = value_end
+        if finding is not None:
+            yield finding
+
+
+def _after_name_key(lowered: str, name_start: int) -> bool:
+    """Whether the name is the value of a ``name:``/``key=`` entry (cheap test first)."""
+    before = max(0, name_start - 16)
+    if lowered.find("name", before, name_start) < 0 and lowered.find("key", before, name_start) < 0:
+        return False
+    return _NAME_KEY.search(lowered, before, name_start) is not None
+
+
+def _assignment(
+    scan: _Scan, name_start: int, name_end: int, strength: Strength
+) -> tuple[Hit | None, int]:
+    """The finding for the name at [name_start, name_end), and where its value ends (0: none)."""
+    text = scan.text
+    opening = _value_start(text, name_start, name_end)
+    if opening is None:
+        return None, 0
+    value_start, form = opening
+    own_line, line_end = scan.line(name_start)
+    own_line = own_line and form in ("=", ":")
+    if form == "xml":
+        match = _XML_TEXT.match(text, value_start, line_end)
+        value: _Value | None = None if match is None else (value_start, match.end() - 2, "bare")
+        resume = 0 if value is None else value[1]
+    elif value_start < len(text) and text[value_start] in "\"'`":
+        # A quoted name is a JSON or dict key: its value follows the inline rules even on a
+        # line of its own (``"forgotPassword": "Forgot password?"`` is a label).
+        quoted_name = name_start > 0 and text[name_start - 1] in "\"'`"
+        value, resume = _quoted(scan, value_start, line_end, own_line and not quoted_name)
+    elif own_line:
+        value, resume = _rest_of_line(text, value_start, line_end, shell=form == "=")
+    else:
+        value, resume = _bare(text, value_start)
+    if value is None:
+        return None, resume
+    start, end, place = value
+    if not _is_secret(text[start:end], strength, place):
+        return None, end
+    return (start, end, "env_assignment" if own_line else "secret_assignment"), end
+
+
+def _value_start(text: str, name_start: int, name_end: int) -> tuple[int, str] | None:
+    """Where the value after the name starts, and how it is introduced: ``=`` (exactly, as in
+    shell), ``:`` (any other operator), ``xml`` (``<password>…</``) or ``flag`` (``--token …``)."""
+    operator = _OPERATOR.match(text, name_end)
+    if operator is not None and operator.end() > name_end:
+        value_start = operator.end()
+        if operator.group().strip(" \t\"'`") == ":":
+            annotation = _ANNOTATION.match(text, value_start)
+            if annotation is not None:
+                value_start = annotation.end()
+        return value_start, "=" if operator.group() == "=" else ":"
+    if name_start > 0 and text[name_start - 1] == "<" and text.startswith(">", name_end):
+        return name_end + 1, "xml"
+    if name_start >= 2 and text.startswith("--", name_start - 2):
+        blanks = _BLANKS.match(text, name_end)
+        if blanks is not None and not text.startswith("-", blanks.end()):
+            return blanks.end(), "flag"
+    return None
+
+
+def _quoted(
+    scan: _Scan, value_start: int, line_end: int, own_line: bool
+) -> tuple[_Value | None, int]:
+    close = scan.quotes.find(scan.text[value_start], value_start + 1, line_end)
+    if close < 0:
+        return None, value_start + 1
+    return (value_start + 1, close, "line" if own_line else "quoted"), close
+
+
+def _rest_of_line(
+    text: str, value_start: int, line_end: int, *, shell: bool
+) -> tuple[_Value | None, int]:
+    """The value of a name standing first on its line: the rest of the line (a trailing comment
+    dropped), or for ``VAR=value`` up to the first blank (``VAR=value command``)."""
+    rest = text[value_start:line_end]
+    comment = _COMMENT.search(rest)
+    if comment is not None:
+        rest = rest[: comment.start()]
+    rest = rest.rstrip(" \t\r,;")
+    end = value_start + len(rest)
+    if shell:
+        match = _SHELL_VALUE.match(text, value_start, end)
+        end = value_start if match is None else match.end()
+    # Judged on the whole rest: ``KEY=<your key>`` is a placeholder although it has a blank.
+    if not rest or rest[0] in "{[" or is_not_a_secret(rest):
+        return None, end
+    call = _CALL_LIKE.match(rest)
+    if call is not None:  # password = getpass.getpass("Password: "), String::from("…")
+        literal = _CALL_LITERAL.match(text, value_start + call.end() - 1)
+        if literal is None:
+            return None, end
+        return (literal.start(2), literal.end(2), "quoted"), literal.end(2)
+    return (value_start, end, "line"), end
+
+
+def _bare(text: str, value_start: int) -> tuple[_Value | None, int]:
+    match = _BARE.match(text, value_start)
+    if match is None:
+        return None, 0
+    end = match.end()
+    if not text.startswith("(", end):
+        return (value_start, end, "bare"), end
+    literal = _CALL_LITERAL.match(text, end)  # let secret = String::from("…")
+    if literal is None:
+        return None, end  # a call: token = get_token()
+    return (literal.start(2), literal.end(2), "quoted"), literal.end(2)
+
+
+def _name_value(scan: _Scan, name_end: int, strength: Strength) -> tuple[Hit | None, int]:
+    """The value of ``value:`` after ``name: <secret name>`` (within the same few lines)."""
+    text = scan.text
+    key = _VALUE_KEY.search(text, name_end, min(len(text), name_end + 160))
+    if key is None:
+        return None, 0
+    start = key.end()
+    line_end = text.find("\n", start)
+    line_end = len(text) if line_end < 0 else line_end
+    if start < len(text) and text[start] in "\"'":
+        value, resume = _quoted(scan, start, line_end, own_line=False)
+    else:
+        match = _BARE.match(text, start, line_end)
+        value, resume = (
+            (None, start) if match is None else ((start, match.end(), "line"), match.end())
+        )
+    if value is None or not _is_secret(text[value[0] : value[1]], strength, value[2]):
+        return None, resume
+    return (value[0], value[1], "secret_assignment"), resume
+
+
+_MINIMUM: dict[tuple[str, str], int] = {
+    ("password", "line"): 3,
+    ("password", "quoted"): 4,
+    ("password", "bare"): 6,
+    ("strong", "line"): 4,
+    ("strong", "quoted"): 6,
+    ("strong", "bare"): 8,
+}
+
+
+def _is_secret(value: str, strength: Strength, place: Place) -> bool:
+    value = value.strip()
+    if not value or is_not_a_secret(value) or (place == "line" and _is_line_reference(value)):
+        return False
+    if strength == "weak":
+        return looks_random(value)
+    return len(value) >= _MINIMUM[strength, place] and not _is_text(value, strength, place)
+
+
+def _is_line_reference(value: str) -> bool:
+    """``${TOKEN} # …``, ``$(cat …) …``; ``var.db_password``, ``self.token``."""
+    first = value.split(maxsplit=1)[0]
+    if first != value and is_not_a_secret(first):
+        return True
+    return _DOTTED.fullmatch(value) is not None and is_name_like(value)
+
+
+def _is_text(value: str, strength: Strength, place: Place) -> bool:
+    """An identifier, a label or code rather than a secret (a password may be a plain word)."""
+    if place == "bare":
+        return is_code(value) or is_name_like(value)
+    if strength == "password":
+        return place == "quoted" and is_prose(value)
+    return is_name_like(value) or is_prose(value) or is_code(value)

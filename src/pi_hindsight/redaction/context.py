@@ -1,0 +1,183 @@
+"""Secrets without a shape of their own, told by the words around them: "the Datadog API key is
+1f2e…", "AWS secret access key: wJal…", ``Client("AC…", "9b1c…")``, "my password is Tr0ub4dor&3".
+
+- A random-looking token (:func:`~.values.looks_random`: 16+ characters, a digit and a letter,
+  3+ bits of entropy per character, not an identifier or path) within 96 characters after a
+  secret-named word (``token``, ``secret``, ``password``, "API key", …), a vendor whose keys
+  have no shape of their own (Datadog, Twilio, Mailgun, Heroku, SendGrid, Algolia, Cloudflare),
+  ``login`` or a bare "key" in prose; with at most six words between them, none of them a word
+  that says the token is something else (commit, sha, hash, id, request, fingerprint, …), no
+  sentence end and no closing parenthesis. A 40- or 64-hex token looks like a git or SHA-256
+  hash and needs a tighter link: at most four words, all of them connectors ("the new one is").
+- The 40-character AWS secret key after an access key id, and the 32-hex Twilio auth token after
+  an account SID (``AC…``), within 120 characters.
+- After "password"/"passphrase" in prose: the next word when it mixes letters with digits or
+  symbols ("the password is hunter2"), not a plain word ("the password is required").
+
+Each keyword's window starts where the previous one's scan ended, so every character is scanned
+a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from pi_hindsight.redaction.names import NOT_SECRET_KEYS, secret_names
+from pi_hindsight.redaction.source import Hit, Source
+from pi_hindsight.redaction.values import is_name_like, is_not_a_secret, looks_random, word_set
+
+__all__ = ["find_by_context"]
+
+_WINDOW = 96
+# A token: starts after a character that is not part of a path, URL or assignment.
+_CANDIDATE = re.compile(r"[A-Za-z0-9+/_-](?<![A-Za-z0-9+/_.@:\\=-].)[A-Za-z0-9+/_-]{15}")
+_RUN = re.compile(r"[A-Za-z0-9+/_-]{16,1024}+(?:={1,2}(?![A-Za-z0-9_]))?")
+_WORD = re.compile(r"[a-z0-9]+")
+_SENTENCE_END = re.compile(r"[.!?;][ \t\r\n]|\n[ \t]*\n")
+_BLOCKERS = word_set(
+    """commit commits sha sha1 sha256 sha512 md5 hash hashes hashed digest checksum fingerprint
+    id ids uuid guid request trace span build run job revision rev version tag ref public pubkey
+    nonce etag integrity cache counter length count number limit expires expiry expired name
+    type format prefix header endpoint url file path hint ticket order invoice transaction
+    fixed fixes merged reverted thumbprint snapshot deployment"""
+)
+# Words before the secret word that say it is not one: "sha256 of the token", "cache key".
+_BLOCKERS_BEFORE = (
+    word_set("sha sha1 sha256 sha512 md5 hash hashed digest checksum fingerprint thumbprint")
+    | NOT_SECRET_KEYS
+)
+# A 40- or 64-hex token looks like a git or SHA-256 hash: only these may stand between.
+_CONNECTORS = word_set(
+    """is was are the my our your new here it its s a an one this that now be for of staging
+    prod production dev test live"""
+)
+_VENDORS = (
+    ("datadog", "datadog_key"),
+    ("dd_api", "datadog_key"),
+    ("dd-api", "datadog_key"),
+    ("dd_app", "datadog_key"),
+    ("dd-app", "datadog_key"),
+    ("twilio", "twilio_auth_token"),
+    ("heroku", "heroku_api_key"),
+    ("mailgun", "mailgun_key"),
+    ("aws", "aws_secret_access_key"),
+    ("amazon", "aws_secret_access_key"),
+)
+_HEX = frozenset("0123456789abcdef")
+_HEX32 = re.compile(r"[0-9a-f]{32}(?![A-Za-z0-9_])")
+_AWS_SECRET = re.compile(r"[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=_])")
+_PAIRED = (("aws_access_key_id", _AWS_SECRET, "aws_secret_access_key"),)
+# The word after "password is" / "password:" / "password to" in prose.
+_PROSE_PASSWORD = re.compile(
+    r"(?:(?:[ \t]{1,8}[A-Za-z]{1,20}){0,5}?(?:[ \t]{0,8}[:=]|[ \t]{1,8}(?:is|was)(?=[ \t])))?"
+    r"(?:[ \t]{0,8}[:=]|[ \t]{1,8}(?:is|was|are|to|be|reads|of|now|set|reset|changed|updated|"
+    r"still|just)(?=[ \t])){0,3}[ \t]{1,8}([`\"']?)([^\s`\"']{6,64}+)\1"
+)
+_TECH_WORDS = word_set("base64 base32 utf8 sha1 sha256 sha512 md5 argon2 argon2id pbkdf2")
+
+
+def find_by_context(source: Source) -> Iterator[Hit]:
+    yield from _paired(source)
+    text, lowered = source.text, source.lowered
+    names = secret_names(source)
+    assigned = source.cache.get("assigned", set())
+    scanned = 0  # everything before this has been scanned for tokens
+    index = 0
+    while index < len(names):
+        name_start, name_end, strength, _ = names[index]
+        index += 1
+        if name_end < scanned or strength == "weak" or name_start in assigned:  # type: ignore[operator]
+            continue
+        if strength == "password":
+            finding = _prose_password(text, name_end)
+            if finding is not None:
+                scanned = max(scanned, finding[1])
+                yield finding
+                continue
+        window_end = min(len(text), name_end + _WINDOW)
+        start = max(name_end, scanned)
+        if start >= window_end:
+            continue
+        candidate = _CANDIDATE.search(text, start, min(len(text), window_end + 16))
+        if candidate is None or candidate.start() >= window_end:
+            scanned = window_end
+            continue
+        token_start = candidate.start()
+        token = _RUN.match(text, token_start)
+        token_end = token.end() if token is not None else candidate.end()
+        scanned = token_end
+        # The nearest secret name before the token is the one the gap is measured from.
+        while index < len(names) and names[index][1] <= token_start:
+            name_start, name_end = names[index][0], names[index][1]
+            index += 1
+        value = text[token_start:token_end]
+        if not _gap_ok(lowered, name_start, name_end, value, token_start):
+            continue
+        if lowered.startswith("login", name_start) and lowered[name_end:token_start].strip():
+            continue  # only "<tool> login <token>": "login succeeded for user <uuid>" stays
+        if looks_random(value, 16) and not is_not_a_secret(value):
+            yield (token_start, token_end, _vendor_kind(lowered, name_start, token_start))
+
+
+def _gap_ok(lowered: str, name_start: int, keyword_end: int, token: str, token_start: int) -> bool:
+    gap = lowered[keyword_end:token_start]
+    if _SENTENCE_END.search(gap) or ")" in gap:
+        return False
+    words = _WORD.findall(gap)
+    if len(words) > 6 or any(word in _BLOCKERS for word in words):
+        return False
+    looks_like_a_hash = len(token) in (40, 64) and all(char in _HEX for char in token)
+    if looks_like_a_hash and (len(words) > 4 or any(word not in _CONNECTORS for word in words)):
+        return False
+    before = _WORD.findall(lowered[max(0, name_start - 32) : name_start])[-3:]
+    return not any(word in _BLOCKERS_BEFORE for word in before)
+
+
+def _vendor_kind(lowered: str, name_start: int, token_start: int) -> str:
+    around = lowered[max(0, name_start - 48) : token_start]
+    for word, kind in _VENDORS:
+        if word in around:
+            return kind
+    return "secret_near_keyword"
+
+
+def _prose_password(text: str, name_end: int) -> Hit | None:
+    match = _PROSE_PASSWORD.match(text, name_end)
+    if match is None:
+        return None
+    start, end = match.span(2)
+    while end > start and text[end - 1] in ".,;:)":
+        end -= 1
+    value = text[start:end]
+    if not value or value[0] in "([{<":
+        return None  # a parenthesis: "password = (sensitive value)" in a Terraform plan
+    has_letter = any(char.isalpha() for char in value)
+    has_other = any(not char.isalpha() for char in value)
+    if len(value) < 6 or not (has_letter and has_other) or value.lower() in _TECH_WORDS:
+        return None
+    if is_not_a_secret(value) or (is_name_like(value) and not value.isalnum()):
+        return None
+    return (start, end, "password_in_prose")
+
+
+def _paired(source: Source) -> Iterator[Hit]:
+    """The secret half of a key pair written next to its public half."""
+    text = source.text
+    for kind, shape, secret_kind in _PAIRED:
+        for _, found_end, found_kind in source.found:
+            if found_kind != kind:
+                continue
+            window = _CANDIDATE.search(text, found_end, min(len(text), found_end + 120))
+            if window is None:
+                continue
+            secret = shape.match(text, window.start())
+            if secret is not None and looks_random(secret.group(), 16):
+                yield (*secret.span(), secret_kind)
+    for found_start, found_end, found_kind in source.found:
+        if found_kind == "twilio_key" and text.startswith("AC", found_start):
+            window = _HEX32.search(text, found_end, min(len(text), found_end + 120))
+            if window is not None and (
+                window.start() == 0 or text[window.start() - 1] in "\"' ,:=(\t\n"
+            ):
+                yield (*window.span(), "twilio_auth_token")

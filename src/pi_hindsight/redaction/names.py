@@ -1,0 +1,258 @@
+"""Which key names hold secrets: ``DB_PASSWORD``, ``authToken``, ``client_secret``, ``api_key``,
+``tls.key`` — and which only mention one: ``token_type``, ``secret_name``, ``api_key_header``,
+``PASSWORD_RESET_URL``, ``max_tokens``.
+
+A name is split into words (``dbPassword`` → db, password). Its *last* word decides first: a
+name ending in a word that describes metadata (type, name, url, header, id, length, …) names
+something about a secret, not the secret. Otherwise one secret word makes it a secret name, of
+one of three strengths that the value rules in :mod:`.assignments` use:
+
+- ``password``: a human-chosen password; a plain word can be one (``password: swordfish``).
+- ``strong``: a generated secret (token, secret, API key); a plain word is an enum, not a secret.
+- ``weak``: a name that often holds other things (``auth``, ``tls.key``, ``.dockerconfigjson``);
+  only a value random enough to be generated counts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Literal
+
+from pi_hindsight.redaction.source import NAME_CHARS, Source, name_around, name_parts
+from pi_hindsight.redaction.values import word_set
+
+__all__ = [
+    "KEY_QUALIFIERS",
+    "NOT_SECRET_KEYS",
+    "SECRET_WORDS",
+    "VENDOR_WORDS",
+    "NameHit",
+    "Strength",
+    "name_strength",
+    "secret_names",
+]
+
+Strength = Literal["password", "strong", "weak"]
+# (start, end, strength, by_previous_word): a secret name in the text; by_previous_word marks a
+# bare "key" made secret by the word before it ("API key", "secret access key": prose). The
+# strength "vendor" marks a name that only mentions a vendor whose keys have no shape of their
+# own (``mailgun.client(…)``): context.py looks for a random token after it, assignments do not.
+NameHit = tuple[int, int, Strength | Literal["vendor"], bool]
+VENDOR_WORDS = (
+    "mailgun",
+    "twilio",
+    "datadog",
+    "heroku",
+    "sendgrid",
+    "algolia",
+    "cloudflare",
+    "login",
+)
+
+# Every secret name contains one of these (lowercase) words. The longer forms of "pass" are
+# listed so that the word standing alone, the common case, needs no look around it.
+SECRET_WORDS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "pass",
+    "pwd",
+    "secret",
+    "token",
+    "key",
+    "credential",
+    "creds",
+    "auth",
+    "dockercfg",
+    "dockerconfigjson",
+    *VENDOR_WORDS,
+)
+
+_PASSWORD_PARTS = frozenset({"pass", "password", "passwd", "passphrase", "pwd", "pw"})
+_PASSWORD_SUFFIXES = ("password", "passwd", "passphrase", "pass")
+# English words ending in "pass" that are not passwords.
+_NOT_PASSWORDS = frozenset(
+    {"bypass", "compass", "encompass", "overpass", "underpass", "surpass", "trespass"}
+)
+_STRONG_PARTS = frozenset(
+    {
+        "secret",
+        "token",
+        "apikey",
+        "credential",
+        "credentials",
+        "creds",
+        "authtoken",
+        "accesstoken",
+        "secretkey",
+        "privatekey",
+        "accesskey",
+        "clientsecret",
+        "apitoken",
+    }
+)
+_STRONG_SUFFIXES = ("token", "secret", "apikey", "secretkey", "privatekey", "accesskey")
+# Words right before "key" that make it a secret key (``api_key``, ``accessKey``, "app key").
+KEY_QUALIFIERS = word_set(
+    """api access private secret session signing sign encryption encrypt master client app
+    application auth license licence account service admin rest personal subscription storage
+    shared webhook hmac jwt deploy write consumer merchant partner root sas ingest ingestion bot
+    developer dev integration"""
+)
+_WEAK_PARTS = frozenset({"auth", "dockerconfigjson", "dockercfg"})
+# Keys that are not secrets: primary_key, cache_key, ssh_key (a path or a public key), …
+NOT_SECRET_KEYS = word_set(
+    """primary foreign sort partition cache public pub ssh gpg pgp idempotency object s3 redis
+    map dict hash unique composite natural surrogate row lookup search translation i18n message
+    route react list item group index join range hot short shortcut keyboard"""
+)
+# A name ending in one of these describes a secret rather than holding one.
+_METADATA = word_set(
+    """type types name names id ids url uri urls uris endpoint endpoints path paths file files dir
+    directory header headers length len size count limit limits max min expiry expires
+    expiration expire exp ttl timeout lifetime age prefix suffix env var vars variable field
+    fields param params label policy policies mode format kind reset hint regex pattern enabled
+    enable disabled required store manager provider source ref refs arn version hash hashes
+    rotation rotate rounds algorithm alg scheme scope scopes location placeholder prompt input
+    error errors message msg text title description desc help link class style icon strength
+    validator validation rule rules check callback handler method usage used stats budget cost
+    request response status state issuer audience host port server cache index idx offset column
+    col table schema model dto serializer form view page route at in on by date time ms seconds
+    secs days hours minutes stdin fd key keys list map set dict mapping changed updated created
+    generated filename filepath option options flag flags counter template tmpl config settings
+    service services client clients helper helpers util utils lookup loader getter setter
+    factory builder parser reference section block visible visibility hidden toggle button"""
+)
+
+
+_CACHE: dict[str, Strength | None] = {}
+_CACHE_LIMIT = 4096
+
+
+def name_strength(name: str) -> Strength | None:
+    """How strongly ``name`` says its value is a secret, or None when it does not (memoised:
+    the same names recur throughout a text)."""
+    try:
+        return _CACHE[name]
+    except KeyError:
+        pass
+    if len(_CACHE) >= _CACHE_LIMIT:
+        _CACHE.clear()
+    strength = _CACHE[name] = _strength(name)
+    return strength
+
+
+def _strength(name: str) -> Strength | None:
+    parts = name_parts(name)
+    if not parts:
+        return None
+    if parts[-1] == "key" and not _qualified_key(parts):
+        # tls.key (a file in a Kubernetes secret), OPENAI_KEY, stripeKey: only a random value
+        # counts; primary_key, cache_key, a bare "key": no secret at all.
+        is_file = name.lower().endswith(".key")
+        return "weak" if is_file or (len(parts) > 1 and parts[-2] not in NOT_SECRET_KEYS) else None
+    if parts[-1] in _METADATA and parts[-1] != "key":
+        return None
+    # The last secret word decides: password_secret is the name of a secret holding a password.
+    strength: Strength | None = None
+    for index in range(len(parts) - 1, -1, -1):
+        strength = _word_strength(parts, index)
+        if strength is not None:
+            break
+    if strength is None and any(part in _WEAK_PARTS for part in parts):
+        strength = "weak"
+    return strength
+
+
+def _word_strength(parts: list[str], index: int) -> Strength | None:
+    part = parts[index]
+    if part in _PASSWORD_PARTS or (
+        part.endswith(_PASSWORD_SUFFIXES) and part not in _NOT_PASSWORDS
+    ):
+        return "password"
+    if part in _STRONG_PARTS or part.endswith(_STRONG_SUFFIXES):
+        return "strong"
+    if part == "key" and index and parts[index - 1] in KEY_QUALIFIERS:
+        return "strong"
+    return None
+
+
+def _qualified_key(parts: list[str]) -> bool:
+    return any(
+        first in KEY_QUALIFIERS and second == "key" for first, second in itertools.pairwise(parts)
+    )
+
+
+_NAME_RUN = re.compile(r"[A-Za-z0-9_.-]++")
+_NAME_SET = frozenset(NAME_CHARS)
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
+_VENDOR_SET = frozenset(VENDOR_WORDS)
+
+
+def secret_names(source: Source) -> list[NameHit]:
+    """Every secret name in the text, in order, each once (shared by the detectors that need
+    them and computed once per text)."""
+    cached = source.cache.get("secret_names")
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    text, lowered = source.text, source.lowered
+    size = len(text)
+    # position * 32 + (31 - length): one sort of ints (cheaper than of tuples), longest first
+    occurrences = [
+        position * 32 + 31 - len(word)
+        for word in SECRET_WORDS
+        for position in source.occurrences(word)
+    ]
+    occurrences.sort()
+    hits: list[NameHit] = []
+    resume = 0
+    # Spans already found by the token and block detectors: a word inside a private key or a
+    # vendor token is not a name ("PRIVATE KEY", "…key…" in a random token).
+    covered = sorted((start, end) for start, end, _ in source.found)
+    covered_index, covered_end = 0, -1
+    for encoded in occurrences:
+        position, length = encoded >> 5, 31 - (encoded & 31)
+        while covered_index < len(covered) and covered[covered_index][0] <= position:
+            covered_end = max(covered_end, covered[covered_index][1])
+            covered_index += 1
+        if position < resume or position < covered_end:
+            continue
+        end = position + length
+        if (position == 0 or text[position - 1] not in _NAME_SET) and (
+            end == size or text[end] not in _NAME_SET
+        ):
+            start = position  # the word alone, the common case: no need to look around
+        else:
+            span = name_around(text, position, length)
+            if span is None:  # a run too long for a name: skip all of it
+                run = _NAME_RUN.match(text, position)
+                resume = run.end() if run is not None else end
+                continue
+            start, end = span
+        resume = end
+        if text.startswith("[REDACTED:", start - 10):
+            continue  # the kind in a marker of an earlier redaction
+        strength = name_strength(text[start:end])
+        if strength is not None:
+            hits.append((start, end, strength, False))
+        elif lowered[position : position + length] in _VENDOR_SET:
+            hits.append((start, end, "vendor", False))
+        elif end - start == 3 and lowered.startswith("key", start):
+            prose = _prose_key(text, lowered, start)
+            if prose is not None:
+                hits.append((start, end, prose, True))
+    source.cache["secret_names"] = hits
+    return hits
+
+
+def _prose_key(text: str, lowered: str, start: int) -> Strength | Literal["vendor"] | None:
+    """A bare "key": "the API key is …" (strong), "the key for … is …" (as after a vendor's
+    name: a random token after it counts), "the cache key" (nothing)."""
+    if start < 2 or text[start - 1] not in " \t" or lowered[start - 2] not in _LETTERS:
+        return None
+    space = lowered.rfind(" ", max(0, start - 24), start - 1)
+    previous = lowered[space + 1 : start].strip()
+    if previous in KEY_QUALIFIERS:
+        return "strong"
+    return None if previous in NOT_SECRET_KEYS else "vendor"

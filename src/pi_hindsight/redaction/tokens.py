@@ -1,0 +1,353 @@
+"""Secrets with a recognisable shape: vendor tokens (``ghp_…``, ``AKIA…``, ``xoxb-…``), JSON Web
+Tokens, credentials in URLs, ``Authorization`` headers.
+
+Formats follow detect-secrets 1.5's plugins, gitleaks' rules and hindsight_api's
+memory_defense. Each pattern is built so that ``re.finditer`` runs in linear time on any input:
+
+- it starts with a literal (``re`` scans for it in C), and the left boundary is a lookbehind
+  placed *after* that literal (``ghp_(?<![A-Za-z0-9_]ghp_)…``), so it costs nothing until the
+  literal is found and rejects a start inside a longer run at once;
+- the boundary class holds every character of the first repeated class, so no start inside a
+  run that an earlier attempt already scanned gets past the lookbehind: failed attempts scan
+  disjoint stretches of text;
+- repeats are possessive or cannot backtrack (the next token is outside their class).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from pi_hindsight.redaction.source import Hit, Source
+from pi_hindsight.redaction.values import is_name_like, is_not_a_secret, looks_random
+
+__all__ = ["PATTERNS", "TokenPattern", "find_tokens"]
+
+_END = r"(?![A-Za-z0-9_])"
+
+
+@dataclass(frozen=True)
+class TokenPattern:
+    kind: str
+    regex: re.Pattern[str]
+    # (literal, case-insensitive): one of them occurs in every match (see triggers.py).
+    triggers: tuple[tuple[str, bool], ...]
+    group: int = 0  # the part of the match that is the secret
+    back: int = 0  # the secret starts this many characters before the match
+    lowered: bool = False  # run on the ASCII-lowered text (for case-insensitive literals)
+    keep: Callable[[str], bool] | None = None  # the secret's text -> is it one?
+
+
+def _token(
+    kind: str,
+    prefixes: str,
+    body: str,
+    *,
+    boundary: str = "A-Za-z0-9_",
+    end: bool = True,
+    keep: Callable[[str], bool] | None = None,
+) -> tuple[TokenPattern, ...]:
+    """One pattern per literal prefix (space-separated): prefix, left boundary, body."""
+    patterns = []
+    for prefix in prefixes.split():
+        literal = re.escape(prefix)
+        regex = literal + f"(?<![{boundary}]{literal})" + body + (_END if end else "")
+        patterns.append(TokenPattern(kind, re.compile(regex), ((prefix, False),), keep=keep))
+    return tuple(patterns)
+
+
+def _real_value(secret: str) -> bool:
+    return not is_not_a_secret(secret)
+
+
+def _real_token(secret: str) -> bool:
+    return not is_not_a_secret(secret) and not is_name_like(secret)
+
+
+_DASHED = "A-Za-z0-9_-"
+_B64 = "A-Za-z0-9+/=_"
+
+PATTERNS: tuple[TokenPattern, ...] = (
+    # Hindsight API keys: hsk_<32 hex> from secrets.token_hex(16), optionally _<hex signature>;
+    # hsk_sys_ marks a system key (hindsight_api/extensions/memory_defense.py).
+    *_token("hindsight_api_key", "hsk_", r"(?:sys_)?[0-9a-f]{32}(?:_[0-9a-f]{8,}+)?"),
+    *_token("npm_token", "npm_", r"[A-Za-z0-9]{36}"),
+    TokenPattern(
+        "npm_token",
+        re.compile(r":_(?:authToken|auth|password)[ \t]*=[ \t]*([^\s\"']{1,2048}+)"),
+        ((":_auth", False), (":_password", False)),
+        group=1,
+        keep=_real_value,
+    ),
+    *_token("anthropic_api_key", "sk-ant-", r"[A-Za-z0-9_-]{20,}+", boundary=_DASHED, end=False),
+    *_token("openrouter_api_key", "sk-or-v1-", r"[0-9a-f]{64}", boundary=_DASHED),
+    *_token(
+        "openai_api_key",
+        "sk-",
+        r"(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}+",
+        boundary=_DASHED,
+        end=False,
+        keep=_real_token,
+    ),
+    *_token("openai_session_token", "sess-", r"[A-Za-z0-9]{40}"),
+    *_token("stripe_key", "sk_live_ sk_test_ rk_live_ rk_test_", r"[A-Za-z0-9]{20,}+"),
+    *_token("stripe_key", "whsec_", r"[A-Za-z0-9]{24,}+"),
+    *_token("elevenlabs_api_key", "sk_", r"[0-9a-f]{48}"),
+    *_token("github_token", "ghp_ gho_ ghu_ ghs_ ghr_", r"[A-Za-z0-9]{36,}+"),
+    *_token("github_token", "github_pat_", r"[A-Za-z0-9_]{40,}+"),
+    *_token(
+        "gitlab_token",
+        "glpat- gldt- glft- glsoat- glrt- glcbt- glimt- glptt- gloas- glagent- glffct-",
+        r"[A-Za-z0-9_-]{20,}+",
+        boundary=_DASHED,
+        end=False,
+    ),
+    *_token("gitlab_token", "GR1348941", r"[A-Za-z0-9_-]{20,}+", boundary=_DASHED, end=False),
+    *_token(
+        "slack_token",
+        "xoxa- xoxb- xoxp- xoxo- xoxs- xoxr- xoxe-",
+        r"[0-9A-Za-z-]{10,}+",
+        boundary=_DASHED,
+        end=False,
+    ),
+    *_token("slack_token", "xapp-", r"[0-9]-[A-Za-z0-9-]{20,}+", boundary=_DASHED, end=False),
+    TokenPattern(
+        "slack_webhook",
+        re.compile(
+            r"https://hooks\.slack\.com/services/T[A-Za-z0-9_]{1,64}+/B[A-Za-z0-9_]{1,64}+"
+            r"/[A-Za-z0-9_]{1,128}+"
+        ),
+        (("hooks.slack.com/services/", False),),
+    ),
+    TokenPattern(
+        "discord_webhook",
+        re.compile(r"https://discord(?:app)?\.com/api/webhooks/[0-9]{1,24}+/[A-Za-z0-9_-]{20,}+"),
+        (("/api/webhooks/", False),),
+    ),
+    TokenPattern(
+        "teams_webhook",
+        re.compile(r"\.webhook\.office\.com/webhookb2/[^\s\"'<>]{20,2048}+"),
+        ((".webhook.office.com/webhookb2/", False),),
+    ),
+    TokenPattern(
+        "aws_access_key_id",
+        re.compile(r"A(?<![A-Za-z0-9_]A)(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])[0-9A-Z]{16}" + _END),
+        tuple((literal, False) for literal in ("AKIA", "ASIA", "ABIA", "ACCA", "A3T")),
+    ),
+    *_token(
+        "aws_session_token",
+        "IQoJb3JpZ2luX2Vj FwoGZXIvYXdzE",
+        r"[A-Za-z0-9+/]{100,}+={0,2}",
+        boundary=_B64,
+        end=False,
+    ),
+    *_token("google_api_key", "AIza", r"[0-9A-Za-z_-]{35}", boundary=_DASHED),
+    *_token("google_oauth_token", "ya29.", r"[0-9A-Za-z_-]{20,}+", boundary=_DASHED, end=False),
+    *_token("google_oauth_client_secret", "GOCSPX-", r"[A-Za-z0-9_-]{28}", boundary=_DASHED),
+    *_token("huggingface_token", "hf_", r"[A-Za-z0-9]{30,}+"),
+    *_token("huggingface_token", "api_org_", r"[A-Za-z0-9]{34}"),
+    *_token("pypi_token", "pypi-AgE", r"[A-Za-z0-9_-]{50,}+", boundary=_DASHED, end=False),
+    *_token("rubygems_token", "rubygems_", r"[0-9a-f]{48}"),
+    *_token("nuget_key", "oy2", r"[a-z0-9]{43}"),
+    *_token(
+        "dockerhub_token",
+        "dckr_pat_ dckr_oat_",
+        r"[A-Za-z0-9_-]{20,}+",
+        boundary=_DASHED,
+        end=False,
+    ),
+    *_token("sendgrid_key", "SG.", r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}", boundary=_DASHED),
+    *_token("twilio_key", "AC SK", r"[0-9a-f]{32}"),
+    *_token("square_token", "sq0atp- sq0csp-", r"[0-9A-Za-z_-]{22,}+", boundary=_DASHED, end=False),
+    # Mailchimp: 32 hex, then -us<datacenter>; found at "-us", the key starts 32 before it.
+    TokenPattern(
+        "mailchimp_key",
+        re.compile(
+            r"-us[0-9](?:[0-9](?<=(?<![A-Za-z0-9_])[0-9a-f]{32}-us[0-9]{2})|"
+            r"(?<=(?<![A-Za-z0-9_])[0-9a-f]{32}-us[0-9]))" + _END
+        ),
+        (("-us", False),),
+        back=32,
+    ),
+    *_token("mailgun_key", "key-", r"[0-9a-z]{32}"),
+    *_token(
+        "heroku_api_key",
+        "HRKU-",
+        r"(?:AA[0-9A-Za-z_-]{58}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+        r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12})",
+        boundary=_DASHED,
+    ),
+    *_token("databricks_token", "dapi", r"[0-9a-f]{32}(?:-[0-9]+)?"),
+    *_token("digitalocean_token", "dop_v1_ doo_v1_ dor_v1_", r"[0-9a-f]{64}"),
+    *_token("shopify_token", "shpat_ shpca_ shppa_ shpss_", r"[0-9a-fA-F]{32}"),
+    *_token("groq_api_key", "gsk_", r"[A-Za-z0-9]{40,}+"),
+    *_token("xai_api_key", "xai-", r"[A-Za-z0-9]{70,}+"),
+    *_token("replicate_token", "r8_", r"[A-Za-z0-9]{37}"),
+    *_token("perplexity_api_key", "pplx-", r"[A-Za-z0-9]{48}"),
+    *_token("tavily_api_key", "tvly-", r"(?:dev-|prod-)?[A-Za-z0-9]{32}", boundary=_DASHED),
+    *_token("langsmith_api_key", "lsv2_pt_ lsv2_sk_", r"[0-9a-f]{32}_[0-9a-f]{10}"),
+    *_token("linear_api_key", "lin_api_", r"[A-Za-z0-9]{40}"),
+    *_token("notion_token", "ntn_", r"[A-Za-z0-9]{40,}+"),
+    *_token("notion_token", "secret_", r"[A-Za-z0-9]{43}", keep=_real_token),
+    *_token("vault_token", "hvs. hvb. hvr.", r"[A-Za-z0-9_-]{24,}+", boundary=_DASHED, end=False),
+    *_token(
+        "doppler_token", "dp.pt. dp.st. dp.sa. dp.ct. dp.scim. dp.audit.", r"[A-Za-z0-9]{40,}+"
+    ),
+    TokenPattern(
+        "terraform_token",
+        re.compile(
+            r"\.atlasv1\.(?<=(?<![A-Za-z0-9_])[A-Za-z0-9]{14}\.atlasv1\.)[A-Za-z0-9_=-]{60,}+"
+        ),
+        ((".atlasv1.", False),),
+        back=14,
+    ),
+    *_token("age_secret_key", "AGE-SECRET-KEY-1", r"[0-9A-Z]{58}"),
+    *_token(
+        "onepassword_token", "ops_eyJ", r"[A-Za-z0-9+/=_-]{100,}+", boundary=_B64 + "-", end=False
+    ),
+    *_token("postman_api_key", "PMAK-", r"[0-9a-f]{24}-[0-9a-f]{34}"),
+    *_token(
+        "sentry_token", "sntrys_eyJ", r"[A-Za-z0-9+/=_-]{60,}+", boundary=_B64 + "-", end=False
+    ),
+    *_token("sentry_token", "sntryu_", r"[0-9a-f]{64}"),
+    *_token("grafana_token", "glsa_", r"[A-Za-z0-9]{32}_[0-9a-f]{8}"),
+    *_token("grafana_token", "glc_", r"[A-Za-z0-9+/]{32,}+={0,2}", boundary=_B64, end=False),
+    *_token("newrelic_key", "NRAK-", r"[A-Z0-9]{27}"),
+    *_token("pulumi_token", "pul-", r"[0-9a-f]{40}"),
+    *_token("supabase_token", "sbp_", r"[0-9a-f]{40}"),
+    *_token(
+        "atlassian_token", "ATATT3", r"[A-Za-z0-9_=-]{150,}+", boundary="A-Za-z0-9_=-", end=False
+    ),
+    *_token("bitbucket_token", "ATBB", r"[A-Za-z0-9]{32}"),
+    *_token("sonar_token", "sqp_ squ_ sqa_", r"[0-9a-f]{40}"),
+    *_token("figma_token", "figd_", r"[A-Za-z0-9_-]{40,}+", boundary=_DASHED, end=False),
+    *_token("netlify_token", "nfp_", r"[A-Za-z0-9]{36}"),
+    *_token(
+        "planetscale_token",
+        "pscale_pw_ pscale_tkn_ pscale_oauth_",
+        r"[A-Za-z0-9_-]{32,}+",
+        boundary=_DASHED,
+        end=False,
+    ),
+    *_token("buildkite_token", "bkua_", r"[0-9a-f]{40}"),
+    *_token("flyio_token", "fm2_", r"[A-Za-z0-9+/=,_-]{40,}+", boundary=_B64 + ",-", end=False),
+    *_token(
+        "mapbox_token",
+        "sk.eyJ",
+        r"[A-Za-z0-9_-]{20,}+\.[A-Za-z0-9_-]{20,}+",
+        boundary=_DASHED,
+        end=False,
+    ),
+    TokenPattern(
+        "azure_storage_key",
+        re.compile(r"AccountKey=([A-Za-z0-9+/]{40,}+={0,2})"),
+        (("AccountKey=", False),),
+        group=1,
+    ),
+    TokenPattern(
+        "azure_storage_key",
+        re.compile(r"SharedAccessKey=([A-Za-z0-9+/]{20,}+={0,2})"),
+        (("SharedAccessKey=", False),),
+        group=1,
+    ),
+    # Azure AD (Entra) client secrets: 3 characters, a digit, Q~, 31-34 characters.
+    TokenPattern(
+        "azure_client_secret",
+        re.compile(
+            r"Q~(?<=(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.-]{3}[0-9]Q~)[A-Za-z0-9_~.-]{31,34}+"
+            r"(?![A-Za-z0-9_~.-])"
+        ),
+        (("Q~", False),),
+        back=4,
+    ),
+    *_token(
+        "jwt",
+        "eyJ",
+        r"[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+",
+        boundary=_DASHED,
+        end=False,
+    ),
+    # Discord bot tokens: base64 of a numeric user id, so they start M/N/O then D/T/j/z.
+    TokenPattern(
+        "discord_token",
+        re.compile(
+            r"[MNO](?<![A-Za-z0-9_-][MNO])[DTjz][A-Za-z0-9_-]{22,24}+\.[A-Za-z0-9_-]{6}\."
+            r"[A-Za-z0-9_-]{27,}+"
+        ),
+        tuple((first + second, False) for first in "MNO" for second in "DTjz"),
+    ),
+    TokenPattern(
+        "telegram_bot_token",
+        re.compile(r"[0-9](?<![0-9][0-9])[0-9]{7,9}+:AA[0-9A-Za-z_-]{33}(?![A-Za-z0-9_-])"),
+        ((":AA", False),),
+    ),
+    # Credentials inside a URL: scheme://user:PASSWORD@host (the user name is kept; may be empty).
+    TokenPattern(
+        "url_credentials",
+        re.compile(r"://[^\s:/?#@\[\]\"'<>]{0,256}+:([^\s/?#@\"'<>]{1,256}+)@"),
+        (("://", False),),
+        group=1,
+        keep=_real_value,
+    ),
+    # Secrets in URL query strings: ?token=…, &api_key=…, &sig=…, X-Amz-Signature=…
+    TokenPattern(
+        "url_query_secret",
+        re.compile(
+            r"[?&](?:access_token|refresh_token|id_token|token|api[_-]?key|apikey|key|secret|"
+            r"client_secret|password|passwd|pwd|sig|signature|auth|x-amz-signature|"
+            r"x-amz-security-token|x-goog-signature|x-goog-credential)=([^&\s#\"'<>]{6,2048}+)"
+        ),
+        tuple(
+            (literal, True)
+            for literal in (
+                "token=",
+                "key=",
+                "secret=",
+                "password=",
+                "passwd=",
+                "pwd=",
+                "sig=",
+                "signature=",
+                "auth=",
+                "credential=",
+            )
+        ),
+        group=1,
+        lowered=True,
+        keep=_real_token,
+    ),
+    # Authorization headers and bare bearer tokens (matched in the lowered text)
+    TokenPattern(
+        "authorization",
+        re.compile(
+            r"authorization[\"']?(?:[ \t]{0,16}[:=][ \t]{0,16}[\"']?(?:(?:basic|bearer|token|"
+            r"digest|bot|apikey|api-key|sso-key|key|hmac)[ \t]{1,16})?|[ \t]{1,16}[\"']?(?:basic|"
+            r"bearer|token|digest)[ \t]{1,16})([a-z0-9._~+/=:-]{8,4096}+)"
+        ),
+        (("authorization", True),),
+        group=1,
+        lowered=True,
+        keep=_real_token,
+    ),
+    TokenPattern(
+        "bearer_token",
+        re.compile(r"bearer[ \t]{1,16}+([a-z0-9._~+/-]{16,4096}+=*+)"),
+        (("bearer", True),),
+        group=1,
+        lowered=True,
+        keep=lambda secret: looks_random(secret, 16),
+    ),
+)
+
+
+def find_tokens(source: Source, patterns: Iterable[TokenPattern]) -> Iterator[Hit]:
+    """Findings of ``patterns`` (those whose trigger literals occur) in ``source``."""
+    text = source.text
+    for pattern in patterns:
+        haystack = source.lowered if pattern.lowered else text
+        for match in pattern.regex.finditer(haystack):
+            start, end = match.span(pattern.group)
+            start -= pattern.back
+            if start < end and (pattern.keep is None or pattern.keep(text[start:end])):
+                yield (start, end, pattern.kind)
