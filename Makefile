@@ -16,10 +16,13 @@ TORCH  := torch==2.13.0
 
 install: $(STAMP) $(NODE_STAMP)
 
-$(STAMP): pyproject.toml
+# The LLM stand-in is a distribution of its own (standin/, not in pi-hindsight's wheel); the demo,
+# `server start --llm offline` and the tests need it.
+$(STAMP): pyproject.toml standin/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[server,dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ./standin
 	touch $@
 
 $(NODE_STAMP): package.json package-lock.json
@@ -38,16 +41,16 @@ test-shim: install
 	npm test --silent
 
 lint: install
-	$(PY) -m ruff format --check src tests bench scripts
-	$(PY) -m ruff check src tests bench scripts
+	$(PY) -m ruff format --check src standin tests bench scripts
+	$(PY) -m ruff check src standin tests bench scripts
 
 types: install
 	$(PY) -m mypy
 	npm run --silent typecheck
 
 format: install
-	$(PY) -m ruff format src tests bench scripts
-	$(PY) -m ruff check --fix src tests bench scripts
+	$(PY) -m ruff format src standin tests bench scripts
+	$(PY) -m ruff check --fix src standin tests bench scripts
 
 check: lint types test
 

@@ -2,7 +2,8 @@
 
 Everything runs locally and offline: a real Hindsight server (PostgreSQL + pgvector, local
 embeddings) started by our launcher, the real Pi binary with our extension, and the deterministic
-stand-in in place of the two LLMs. All state lives under ./.demo and every process is stopped at the
+stand-in in place of the two LLMs (the pi-hindsight-standin package, with the Pi model's role
+from tests/agent_models). All state lives under ./.demo and every process is stopped at the
 end.
 """
 
@@ -18,11 +19,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pi_hindsight.cli.setup_cmd import install_extension
-from pi_hindsight.launcher import start_server, stop_server
-from pi_hindsight.standin import StandIn
-
 ROOT = Path(__file__).resolve().parents[1]
+# Pi's model is the scripted role the tests use (tests/agent_models), not part of any package.
+sys.path.insert(0, str(ROOT))
+
+from tests.agent_models import AgentStandIn  # noqa: E402
+
+from pi_hindsight.cli.setup_cmd import install_extension  # noqa: E402
+from pi_hindsight.launcher import start_server, stop_server  # noqa: E402
+
 DEMO = ROOT / ".demo"
 PI = ROOT / "node_modules" / ".bin" / "pi"
 
@@ -77,7 +82,7 @@ def main() -> None:
     info = start_server(server_state, llm="offline")
     print(f"Hindsight is healthy at {info.base_url}")
     try:
-        with StandIn(log_path=DEMO / "pi-model-requests.jsonl") as model:
+        with AgentStandIn(log_path=DEMO / "pi-model-requests.jsonl") as model:
             say("Installing the Pi extension into an isolated Pi agent dir")
             agent_dir.mkdir(parents=True, exist_ok=True)
             (agent_dir / "models.json").write_text(

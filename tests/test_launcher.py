@@ -12,6 +12,7 @@ import pwd
 import signal
 import stat
 import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -25,6 +26,7 @@ from pi_hindsight.cli.main import cli
 from pi_hindsight.errors import CorruptStateError, LauncherError
 from pi_hindsight.launcher import (
     ServerInfo,
+    lifecycle,
     postgres,
     procs,
     recorded_base_url,
@@ -183,6 +185,84 @@ def test_startup_warnings_surface_a_failed_llm_check(tmp_path: Path) -> None:
         handle.write("2026 - INFO - fine\n")
         handle.write("2026 - WARNING - m - LLM connection verification failed for 'default'\n")
     assert hs.startup_warnings(log, offset) == ("LLM connection verification failed for 'default'",)
+
+
+# ------------------------------------------------------- the stand-in, a package of its own
+
+
+def _without_the_standin_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This interpreter as one where ``pi-hindsight-standin`` is not installed."""
+    for name in [m for m in sys.modules if m.split(".")[0] == hs.STANDIN_MODULE]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, hs.STANDIN_MODULE, None)  # importing it now fails
+
+
+def test_offline_without_the_stand_in_package_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _without_the_standin_package(monkeypatch)
+    with pytest.raises(LauncherError, match=r"stand-in .* is not installed") as caught:
+        start_server(tmp_path / "state", llm="offline", system_dir=tmp_path / "system")
+    assert "pip install ./standin" in (caught.value.hint or "")
+    assert "pip install pi-hindsight-standin" in (caught.value.hint or "")
+    assert not ServerPaths(tmp_path / "state").record.exists()  # failed before starting anything
+    assert not (tmp_path / "system").exists()
+    runner = CliRunner()
+    for args in (
+        ["server", "start", "--llm", "offline", "--state-dir", str(tmp_path)],
+        ["standin"],
+    ):
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 1, result.output
+        assert "is not installed" in result.output
+        assert "hint: install the stand-in package: `pip install ./standin`" in result.output
+        assert "Traceback" not in result.output
+
+
+def _wait_ready(ready: Path, identity: procs.ProcessIdentity) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        assert procs.is_running(identity), "the stand-in exited"
+        assert time.monotonic() < deadline, "the stand-in did not become ready"
+        time.sleep(0.02)
+    info: dict[str, Any] = json.loads(ready.read_text(encoding="utf-8"))
+    return info
+
+
+def test_the_launched_stand_in_serves_and_is_recognised_by_its_command_line(
+    tmp_path: Path,
+) -> None:
+    paths = ServerPaths(tmp_path / "state")
+    paths.ensure()
+    identity, url = hs.start_standin(paths, dict(os.environ), timeout=30)
+    legacy_ready = tmp_path / "legacy.ready.json"
+    # How releases before the package split started it: still recognised, so it still stops.
+    legacy = procs.spawn(
+        [sys.executable, "-m", "pi_hindsight", "standin", "--ready-file", str(legacy_ready)],
+        env=dict(os.environ),
+        cwd=paths.run,
+        log_file=tmp_path / "legacy.log",
+    )
+    other = procs.spawn(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        env=dict(os.environ),
+        cwd=paths.run,
+        log_file=tmp_path / "other.log",
+    )
+    try:
+        assert "pi_hindsight_standin" in procs.cmdline(identity.pid)
+        health = _http(url, "GET", "/_standin/health")
+        assert (health["status"], health["roles"]) == ("ok", ["hindsight"])
+        _wait_ready(legacy_ready, legacy)
+        assert lifecycle._alive("standin", identity)
+        assert lifecycle._alive("standin", legacy)
+        assert not lifecycle._alive("standin", other)
+    finally:
+        outcomes = [
+            procs.terminate(p, timeout=10, first=signal.SIGTERM) for p in (identity, legacy, other)
+        ]
+    assert outcomes == ["terminated"] * 3
+    assert not paths.standin_ready.exists()  # removed by the stand-in on a clean stop
 
 
 # ---------------------------------------------------------------- the command line

@@ -32,15 +32,15 @@ from hindsight_api.engine.retain import bank_utils
 from hindsight_api.engine.retain import fact_extraction as fe
 from hindsight_api.engine.search import think_utils
 
-from pi_hindsight.errors import ConfigError
-from pi_hindsight.standin import StandIn
-from pi_hindsight.standin import reflect_role as rr
+from pi_hindsight_standin import ScriptError
+from pi_hindsight_standin import reflect_role as rr
+from tests.agent_models import AgentStandIn
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
 
-def _llm(standin: StandIn) -> LLMProvider:
+def _llm(standin: AgentStandIn) -> LLMProvider:
     """Hindsight's own provider, configured exactly as ``--llm offline`` configures it."""
     return LLMProvider(
         provider="openai",
@@ -51,7 +51,7 @@ def _llm(standin: StandIn) -> LLMProvider:
     )
 
 
-def _with_llm(standin: StandIn, use: Callable[[LLMProvider], Awaitable[T]]) -> T:
+def _with_llm(standin: AgentStandIn, use: Callable[[LLMProvider], Awaitable[T]]) -> T:
     """Run ``use(llm)`` in a fresh event loop, closing the provider's HTTP client in it."""
 
     async def main() -> T:
@@ -70,7 +70,7 @@ def _config(**changes: Any) -> HindsightConfig:
     return dataclasses.replace(base, **changes)
 
 
-def _kinds(standin: StandIn) -> list[str]:
+def _kinds(standin: AgentStandIn) -> list[str]:
     return [entry["kind"] for entry in standin.requests("hindsight")]
 
 
@@ -81,7 +81,9 @@ def _http() -> httpx.Client:
 # -- retain: fact extraction -------------------------------------------------------------
 
 
-def _extract(standin: StandIn, chunk: str, config: HindsightConfig, **kwargs: Any) -> list[fe.Fact]:
+def _extract(
+    standin: AgentStandIn, chunk: str, config: HindsightConfig, **kwargs: Any
+) -> list[fe.Fact]:
     """Hindsight's per-chunk extraction, run against the stand-in."""
     facts, _usage = _with_llm(
         standin,
@@ -133,7 +135,7 @@ SCAFFOLDING = [
     ids=["soft-schema", "strict-schema", "optional-dimensions", "no-causal-links"],
 )
 def test_extraction_takes_clean_facts_from_the_content_only(
-    chat_standin: StandIn, changes: dict[str, Any]
+    chat_standin: AgentStandIn, changes: dict[str, Any]
 ) -> None:
     """Regression: Hindsight's own mock turns prompt scaffolding into facts; this must not."""
     config = _config(retain_mission="Always track infrastructure choices.", **changes)
@@ -157,7 +159,9 @@ def test_extraction_takes_clean_facts_from_the_content_only(
     assert body["response_format"]["type"] == expected_format
 
 
-def test_extraction_of_a_conversation_reads_turn_text_and_speaker(chat_standin: StandIn) -> None:
+def test_extraction_of_a_conversation_reads_turn_text_and_speaker(
+    chat_standin: AgentStandIn,
+) -> None:
     turns = [
         {"role": "user", "content": "Please always run ruff format before committing."},
         {"role": "assistant", "content": "I configured the launcher to bind 127.0.0.1 only."},
@@ -169,7 +173,7 @@ def test_extraction_of_a_conversation_reads_turn_text_and_speaker(chat_standin: 
     ]
 
 
-def test_verbatim_extraction_returns_one_metadata_entry(chat_standin: StandIn) -> None:
+def test_verbatim_extraction_returns_one_metadata_entry(chat_standin: AgentStandIn) -> None:
     facts = _extract(chat_standin, CHUNK, _config(retain_extraction_mode="verbatim"))
     assert len(facts) == 1
     assert "Alice" in (facts[0].entities or [])
@@ -186,7 +190,7 @@ def _fact_rows(*texts: str) -> list[dict[str, Any]]:
 
 
 def test_consolidation_creates_observations_and_updates_restated_ones(
-    chat_standin: StandIn,
+    chat_standin: AgentStandIn,
 ) -> None:
     rows = _fact_rows(
         "Alice moved to Berlin in 2021. | When: 2021",
@@ -210,7 +214,7 @@ def test_consolidation_creates_observations_and_updates_restated_ones(
     assert _kinds(chat_standin) == ["consolidation"]
 
 
-def test_consolidation_respects_the_observation_limit(chat_standin: StandIn) -> None:
+def test_consolidation_respects_the_observation_limit(chat_standin: AgentStandIn) -> None:
     result = _with_llm(
         chat_standin,
         lambda llm: consolidator._consolidate_batch_with_llm(
@@ -235,7 +239,7 @@ def test_consolidation_respects_the_observation_limit(chat_standin: StandIn) -> 
     ],
 )
 def test_dedup_merges_only_the_same_statement(
-    chat_standin: StandIn, new: str, existing: str, action: str
+    chat_standin: AgentStandIn, new: str, existing: str, action: str
 ) -> None:
     prompt = consolidator._DEDUP_PROMPT.format(new=new, existing=existing)
     result = _with_llm(
@@ -296,7 +300,7 @@ def _tools(
     }
 
 
-def _reflect(standin: StandIn, question: str, **kwargs: Any) -> Any:
+def _reflect(standin: AgentStandIn, question: str, **kwargs: Any) -> Any:
     memories = kwargs.pop("memories", MEMORIES)
     pages = kwargs.pop("pages", None)
     tools = _tools(memories=memories, pages=pages)
@@ -318,7 +322,7 @@ def _reflect(standin: StandIn, question: str, **kwargs: Any) -> Any:
     )
 
 
-def test_reflect_cites_only_ids_the_tools_returned(chat_standin: StandIn) -> None:
+def test_reflect_cites_only_ids_the_tools_returned(chat_standin: AgentStandIn) -> None:
     result = _reflect(chat_standin, "Where does Alice live?", pages=[PAGE])
     assert result.used_memory_ids == [m["id"] for m in MEMORIES]
     assert result.used_observation_ids == [o["id"] for o in OBSERVATIONS]
@@ -341,13 +345,13 @@ def test_reflect_cites_only_ids_the_tools_returned(chat_standin: StandIn) -> Non
     assert all(f'"id": "{alias}"' in shown for alias in cited)
 
 
-def test_reflect_with_nothing_found_says_so_and_cites_nothing(chat_standin: StandIn) -> None:
+def test_reflect_with_nothing_found_says_so_and_cites_nothing(chat_standin: AgentStandIn) -> None:
     result = _reflect(chat_standin, "What is Bob's favourite colour?", memories=[])
     assert result.text == rr.NO_ANSWER
     assert result.used_memory_ids == result.used_observation_ids == []
 
 
-def test_reflect_with_directives_confirms_compliance(chat_standin: StandIn) -> None:
+def test_reflect_with_directives_confirms_compliance(chat_standin: AgentStandIn) -> None:
     directives = [{"name": "English", "content": "Always answer in English."}]
     result = _reflect(chat_standin, "Where does Alice live?", directives=directives)
     assert "Alice lives in Berlin." in result.text
@@ -355,7 +359,7 @@ def test_reflect_with_directives_confirms_compliance(chat_standin: StandIn) -> N
     assert "directive_compliance" in json.dumps(done["tools"])
 
 
-def test_refresh_document_holds_the_recalled_facts(chat_standin: StandIn) -> None:
+def test_refresh_document_holds_the_recalled_facts(chat_standin: AgentStandIn) -> None:
     result = _reflect(chat_standin, "What do we know about Alice?", answer_as_document=True)
     assert result.document is not None
     assert [s.heading for s in result.document.sections] == ["Facts", "Observations"]
@@ -364,7 +368,7 @@ def test_refresh_document_holds_the_recalled_facts(chat_standin: StandIn) -> Non
     assert result.used_memory_ids == [m["id"] for m in MEMORIES]
 
 
-def test_a_fresh_page_answers_a_refresh_on_its_own(chat_standin: StandIn) -> None:
+def test_a_fresh_page_answers_a_refresh_on_its_own(chat_standin: AgentStandIn) -> None:
     fresh = {**PAGE, "is_stale": False}
     result = _reflect(chat_standin, "About Alice", pages=[fresh], answer_as_document=True)
     assert "- Alice has a dog named Rex." in result.text
@@ -372,7 +376,7 @@ def test_a_fresh_page_answers_a_refresh_on_its_own(chat_standin: StandIn) -> Non
     assert "reflect_tool_call" in _kinds(chat_standin)
 
 
-def test_synthesis_paths_answer_from_the_rendered_results(chat_standin: StandIn) -> None:
+def test_synthesis_paths_answer_from_the_rendered_results(chat_standin: AgentStandIn) -> None:
     history = [
         {"tool": "recall", "input": {}, "output": {"memories": [{**MEMORIES[0], "id": "f1"}]}}
     ]
@@ -426,7 +430,7 @@ def test_synthesis_paths_answer_from_the_rendered_results(chat_standin: StandIn)
     ]
 
 
-def test_structured_output_fills_the_callers_schema(chat_standin: StandIn) -> None:
+def test_structured_output_fills_the_callers_schema(chat_standin: AgentStandIn) -> None:
     schema = {
         "type": "object",
         "properties": {
@@ -449,7 +453,7 @@ def test_structured_output_fills_the_callers_schema(chat_standin: StandIn) -> No
     assert _kinds(chat_standin) == ["reflect_structured"]
 
 
-def test_length_rewrite_keeps_facts_within_the_budget(chat_standin: StandIn) -> None:
+def test_length_rewrite_keeps_facts_within_the_budget(chat_standin: AgentStandIn) -> None:
     answer = "Based on the retrieved memories:\n\n- Alice moved to Berlin.\n- " + "x " * 400
     text = _with_llm(
         chat_standin, lambda llm: agent._rewrite_to_length_budget(answer, None, 10, llm)
@@ -469,7 +473,7 @@ def test_length_rewrite_keeps_facts_within_the_budget(chat_standin: StandIn) -> 
 
 
 def test_delta_refresh_adds_new_facts_and_retraction_removes_old_ones(
-    chat_standin: StandIn,
+    chat_standin: AgentStandIn,
 ) -> None:
     document = structured_doc.document_from_sections(
         {"sections": [{"heading": "Facts", "level": 2, "blocks": ["- Alice lives in Berlin."]}]}
@@ -521,7 +525,7 @@ def test_delta_refresh_adds_new_facts_and_retraction_removes_old_ones(
     assert _kinds(chat_standin) == ["mental_model_delta_ops", "mental_model_retraction_ops"]
 
 
-def test_small_calls_startup_check_mission_and_think(chat_standin: StandIn) -> None:
+def test_small_calls_startup_check_mission_and_think(chat_standin: AgentStandIn) -> None:
 
     async def calls(llm: LLMProvider) -> tuple[dict[str, str], str]:
         await llm.verify_connection()
@@ -535,7 +539,7 @@ def test_small_calls_startup_check_mission_and_think(chat_standin: StandIn) -> N
 
 
 def test_unknown_requests_get_a_harmless_answer_and_a_warning(
-    chat_standin: StandIn, caplog: pytest.LogCaptureFixture
+    chat_standin: AgentStandIn, caplog: pytest.LogCaptureFixture
 ) -> None:
     url = f"{chat_standin.hindsight_base_url}/chat/completions"
     bodies = [
@@ -551,7 +555,7 @@ def test_unknown_requests_get_a_harmless_answer_and_a_warning(
             "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {}}}],
         },
     ]
-    with caplog.at_level(logging.WARNING, logger="pi_hindsight.standin"), _http() as client:
+    with caplog.at_level(logging.WARNING, logger="pi_hindsight_standin"), _http() as client:
         replies = [client.post(url, json=body) for body in bodies]
     assert [r.status_code for r in replies] == [200, 200, 200]
     messages = [r.json()["choices"][0]["message"] for r in replies]
@@ -562,7 +566,7 @@ def test_unknown_requests_get_a_harmless_answer_and_a_warning(
     assert sum("unrecognised Hindsight request" in r.message for r in caplog.records) == 3
 
 
-def test_a_malformed_body_is_refused_and_logged(chat_standin: StandIn) -> None:
+def test_a_malformed_body_is_refused_and_logged(chat_standin: AgentStandIn) -> None:
     with _http() as client:
         reply = client.post(f"{chat_standin.pi_base_url}/chat/completions", content=b"{nope")
     assert reply.status_code == 400
@@ -595,7 +599,7 @@ SCRIPT = {
 }
 
 
-def _stream(standin: StandIn, messages: list[dict[str, Any]]) -> tuple[str, list[Any], Any]:
+def _stream(standin: AgentStandIn, messages: list[dict[str, Any]]) -> tuple[str, list[Any], Any]:
     """Stream one Pi-style request through the OpenAI SDK; return text, tool calls, usage."""
     client = openai.OpenAI(base_url=standin.pi_base_url, api_key="x", max_retries=0)
     with client:
@@ -623,14 +627,14 @@ def _stream(standin: StandIn, messages: list[dict[str, Any]]) -> tuple[str, list
     return text, parsed, usage
 
 
-def test_pi_stream_parses_as_text_then_usage(chat_standin: StandIn) -> None:
+def test_pi_stream_parses_as_text_then_usage(chat_standin: AgentStandIn) -> None:
     chat_standin.set_script(SCRIPT)
     text, calls, usage = _stream(chat_standin, [{"role": "user", "content": "hello there"}])
     assert (text, calls) == ("Hello from the stand-in.", [])
     assert usage is not None and usage.total_tokens > 0
 
 
-def test_pi_stream_framing_is_sse_ending_in_done(chat_standin: StandIn) -> None:
+def test_pi_stream_framing_is_sse_ending_in_done(chat_standin: AgentStandIn) -> None:
     body = {"model": "local-model", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     with _http() as client:
         reply = client.post(f"{chat_standin.pi_base_url}/chat/completions", json=body)
@@ -643,7 +647,7 @@ def test_pi_stream_framing_is_sse_ending_in_done(chat_standin: StandIn) -> None:
     assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == "Understood."
 
 
-def test_pi_tool_rules_run_round_by_round(chat_standin: StandIn) -> None:
+def test_pi_tool_rules_run_round_by_round(chat_standin: AgentStandIn) -> None:
     chat_standin.set_script(SCRIPT)
     prompt = {"role": "user", "content": [{"type": "text", "text": "Do it in TWO STEPS please"}]}
     memory = {"role": "user", "content": "<hindsight-memory>\nlist files is a past request\n"}
@@ -678,7 +682,7 @@ def _tool_round(calls: list[dict[str, Any]], output: str) -> list[dict[str, Any]
 
 
 def test_pi_then_reply_quotes_the_tool_result_and_memory_is_not_a_prompt(
-    chat_standin: StandIn,
+    chat_standin: AgentStandIn,
 ) -> None:
     chat_standin.set_script(SCRIPT)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "please list files"}]
@@ -690,7 +694,7 @@ def test_pi_then_reply_quotes_the_tool_result_and_memory_is_not_a_prompt(
 
 
 def test_script_is_replaced_at_run_time_and_bad_scripts_are_refused(
-    chat_standin: StandIn, tmp_path: Path
+    chat_standin: AgentStandIn, tmp_path: Path
 ) -> None:
     url = f"{chat_standin.base_url}/_standin/script"
     with _http() as client:
@@ -700,11 +704,11 @@ def test_script_is_replaced_at_run_time_and_bad_scripts_are_refused(
         assert "exactly one of 'reply' or tool calls" in refused.json()["error"]["message"]
         assert client.get(f"{chat_standin.base_url}/_standin/health").json()["status"] == "ok"
     assert _stream(chat_standin, [{"role": "user", "content": "hello"}])[0].startswith("Hello")
-    with pytest.raises(ConfigError, match="unknown key"):
+    with pytest.raises(ScriptError, match="unknown key"):
         chat_standin.set_script({"rules": [], "colour": "blue"})
 
 
-def test_every_request_is_logged_for_tests_to_read(chat_standin: StandIn) -> None:
+def test_every_request_is_logged_for_tests_to_read(chat_standin: AgentStandIn) -> None:
     _stream(chat_standin, [{"role": "user", "content": "first"}])
     _with_llm(chat_standin, lambda llm: llm.verify_connection())
     with _http() as client:
@@ -719,7 +723,7 @@ def test_every_request_is_logged_for_tests_to_read(chat_standin: StandIn) -> Non
     assert {e["role"] for e in entries} == {"pi", "hindsight"}
 
 
-def test_same_request_same_bytes(chat_standin: StandIn) -> None:
+def test_same_request_same_bytes(chat_standin: AgentStandIn) -> None:
     body = {"model": "m", "messages": [{"role": "user", "content": "Say 'ok'"}]}
     with _http() as client:
         for role_url in (chat_standin.hindsight_base_url, chat_standin.pi_base_url):
@@ -733,24 +737,38 @@ def test_same_request_same_bytes(chat_standin: StandIn) -> None:
 # -- the command line ----------------------------------------------------------------------
 
 
-def _run_cli(*args: str) -> subprocess.Popen[bytes]:
+#: The stand-in package's own command, and pi-hindsight's thin command that runs it.
+STANDIN_COMMAND = ("-m", "pi_hindsight_standin")
+CORE_COMMAND = ("-m", "pi_hindsight", "standin")
+#: The Pi role, plugged into the stand-in process from outside the package.
+PI_ROLE = ("--role", "pi=tests.agent_models.pi_role:PiRole")
+
+
+def _run_cli(*args: str, command: tuple[str, ...] = STANDIN_COMMAND) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "pi_hindsight", "standin", *args],
+        [sys.executable, *command, *PI_ROLE, *args],
         cwd=PROJECT_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
 
 
+@pytest.mark.parametrize("command", [STANDIN_COMMAND, CORE_COMMAND], ids=["package", "core"])
 @pytest.mark.parametrize("stop_with", [signal.SIGTERM, signal.SIGINT])
 def test_cli_announces_itself_serves_and_exits_cleanly(
-    tmp_path: Path, stop_with: signal.Signals
+    tmp_path: Path, stop_with: signal.Signals, command: tuple[str, ...]
 ) -> None:
     ready = tmp_path / "run" / "standin.ready.json"
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT), encoding="utf-8")
     process = _run_cli(
-        "--log", str(tmp_path / "log.jsonl"), "--script", str(script), "--ready-file", str(ready)
+        "--log",
+        str(tmp_path / "log.jsonl"),
+        "--script",
+        str(script),
+        "--ready-file",
+        str(ready),
+        command=command,
     )
     try:
         deadline = time.monotonic() + 20
@@ -802,7 +820,7 @@ def _pi(pi_binary: Path, agent_dir: Path, cwd: Path, prompt: str) -> str:
     return result.stdout
 
 
-def _agent_dir(tmp_path: Path, standin: StandIn) -> Path:
+def _agent_dir(tmp_path: Path, standin: AgentStandIn) -> Path:
     from tests.plugins.standin import write_pi_agent_dir
 
     return write_pi_agent_dir(tmp_path / "agent", standin)
@@ -810,7 +828,7 @@ def _agent_dir(tmp_path: Path, standin: StandIn) -> Path:
 
 @pytest.mark.pi
 def test_real_pi_prints_a_scripted_reply(
-    chat_standin: StandIn, pi_binary: Path, tmp_path: Path
+    chat_standin: AgentStandIn, pi_binary: Path, tmp_path: Path
 ) -> None:
     chat_standin.set_script(SCRIPT)
     agent_dir = _agent_dir(tmp_path, chat_standin)
@@ -822,7 +840,7 @@ def test_real_pi_prints_a_scripted_reply(
 
 @pytest.mark.pi
 def test_real_pi_runs_a_tool_call_and_gets_the_follow_up(
-    chat_standin: StandIn, pi_binary: Path, tmp_path: Path
+    chat_standin: AgentStandIn, pi_binary: Path, tmp_path: Path
 ) -> None:
     (tmp_path / "notes.txt").write_text("standin-tool-ok\n", encoding="utf-8")
     chat_standin.set_script(

@@ -18,8 +18,8 @@ import pytest
 
 from pi_hindsight.hosts.pi.explain import explain
 from pi_hindsight.hosts.pi.session_file import find_session_file, read_session
-from pi_hindsight.standin import StandIn
 from pi_hindsight.stores.evidence import EvidenceLedger
+from tests.agent_models import AgentStandIn
 from tests.plugins.standin import pi_env, write_pi_agent_dir
 
 pytestmark = [pytest.mark.pi]
@@ -47,7 +47,7 @@ PROMPTS = ("where do we deploy?", "and the lint rules?", "NOMEM what time is it"
 
 
 @pytest.fixture
-def pi_session(tmp_path: Path, pi_binary: Path, chat_standin: StandIn) -> dict[str, Any]:
+def pi_session(tmp_path: Path, pi_binary: Path, chat_standin: AgentStandIn) -> dict[str, Any]:
     agent = write_pi_agent_dir(tmp_path / "agent", chat_standin)
     chat_standin.set_script(
         {

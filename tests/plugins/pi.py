@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from pi_hindsight.cli.setup_cmd import install_extension
-from pi_hindsight.standin import StandIn
+from tests.agent_models import AgentStandIn
 from tests.plugins.standin import pi_env, write_pi_agent_dir
 
 PI_TIMEOUT_S = 120
@@ -63,7 +63,7 @@ class PiWorld:
     state_dir: Path
     bank_id: str
     base_url: str
-    standin: StandIn
+    standin: AgentStandIn
 
     def env(self) -> dict[str, str]:
         env = pi_env(self.agent_dir)
@@ -120,7 +120,7 @@ class PiWorld:
 def pi_world(
     tmp_path: Path,
     pi_binary: Path,
-    chat_standin: StandIn,
+    chat_standin: AgentStandIn,
     hindsight_server: object,
     isolated_dirs: Path,
 ) -> PiWorld:

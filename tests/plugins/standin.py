@@ -2,9 +2,10 @@
 
 Load it with ``-p tests.plugins.standin`` (or from a conftest's ``pytest_plugins``).
 
-- ``chat_standin`` (function scope): a fresh :class:`StandIn` serving in this process, its
-  request log in ``tmp_path``; script it with ``chat_standin.set_script({...})`` and read
-  what reached it with ``chat_standin.requests("pi")``.
+- ``chat_standin`` (function scope): a fresh :class:`AgentStandIn` (the stand-in package's
+  server with the agent-model roles of ``tests/agent_models`` registered) serving in this
+  process, its request log in ``tmp_path``; script it with ``chat_standin.set_script({...})``
+  and read what reached it with ``chat_standin.requests("pi")``.
 - ``write_pi_agent_dir(agent_dir, standin)``: models.json + settings.json pointing Pi's
   ``local`` provider at the stand-in's ``/pi/v1``; ``pi_env(agent_dir)`` is the environment
   to run Pi with (``PI_CODING_AGENT_DIR`` and ``PI_OFFLINE=1``, so the real home is untouched).
@@ -22,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from pi_hindsight.standin import StandIn
+from tests.agent_models import AgentStandIn
 
 PI_BIN_ENV = "PI_BIN"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -32,13 +33,13 @@ MODEL_ID = "local-model"
 
 
 @pytest.fixture
-def chat_standin(tmp_path: Path) -> Iterator[StandIn]:
+def chat_standin(tmp_path: Path) -> Iterator[AgentStandIn]:
     """A started stand-in for this test, logging to ``tmp_path/standin-requests.jsonl``."""
-    with StandIn(log_path=tmp_path / "standin-requests.jsonl") as standin:
+    with AgentStandIn(log_path=tmp_path / "standin-requests.jsonl") as standin:
         yield standin
 
 
-def pi_models_json(standin: StandIn, *, model_id: str = MODEL_ID) -> dict[str, Any]:
+def pi_models_json(standin: AgentStandIn, *, model_id: str = MODEL_ID) -> dict[str, Any]:
     """Pi's models.json for a ``local`` provider served by ``standin``."""
     return {
         "providers": {
@@ -55,7 +56,7 @@ def pi_models_json(standin: StandIn, *, model_id: str = MODEL_ID) -> dict[str, A
 
 def write_pi_agent_dir(
     agent_dir: Path,
-    standin: StandIn,
+    standin: AgentStandIn,
     *,
     model_id: str = MODEL_ID,
     settings: Mapping[str, Any] | None = None,

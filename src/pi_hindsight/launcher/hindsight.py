@@ -25,7 +25,6 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
-import pi_hindsight
 from pi_hindsight.errors import LauncherError
 from pi_hindsight.launcher import procs
 from pi_hindsight.launcher.state import LlmMode, ServerPaths
@@ -51,10 +50,30 @@ LLM_ENV_HINT = (
     "OpenAI-compatible endpoint), or start with `--llm offline` for the deterministic stand-in"
 )
 
-# What our offline stand-in expects (see pi_hindsight.standin).
+# What our offline stand-in expects: the `pi-hindsight-standin` distribution (standin/ in this
+# repository, not part of our wheel), its `hindsight` role.
+STANDIN_MODULE = "pi_hindsight_standin"
 STANDIN_API_KEY = "standin"
 STANDIN_MODEL = "standin-hindsight"
 STANDIN_PATH = "/hindsight/v1"
+STANDIN_INSTALL_HINT = (
+    "install the stand-in package: `pip install ./standin` in a pi-hindsight checkout "
+    "(`make install` does it), or `pip install pi-hindsight-standin`"
+)
+
+
+def require_standin() -> Path:
+    """The directory to put on ``PYTHONPATH`` for the stand-in package; LauncherError if absent."""
+    try:
+        spec = importlib.util.find_spec(STANDIN_MODULE)
+    except (ImportError, ValueError):  # a broken install: treat it as missing, say how to fix
+        spec = None
+    if spec is None or spec.origin is None:
+        raise LauncherError(
+            "the LLM stand-in (package pi-hindsight-standin) is not installed",
+            hint=STANDIN_INSTALL_HINT,
+        )
+    return Path(spec.origin).resolve().parent.parent
 
 
 def model_dir() -> Path:
@@ -160,6 +179,7 @@ def start_standin(
     paths: ServerPaths, environ: Mapping[str, str], *, timeout: float
 ) -> tuple[procs.ProcessIdentity, str]:
     """Start the offline LLM stand-in; return its identity and base URL once it listens."""
+    source_root = require_standin()
     ready = paths.standin_ready
     ready.unlink(missing_ok=True)
     requests_log = paths.logs / "standin.jsonl"  # every request body, one JSON per line
@@ -167,8 +187,7 @@ def start_standin(
     argv = [
         sys.executable,
         "-m",
-        "pi_hindsight",
-        "standin",
+        STANDIN_MODULE,
         "--host",
         HOST,
         "--port",
@@ -180,9 +199,8 @@ def start_standin(
     ]
     output = paths.log("standin")
     env = base_env(environ)
-    # The child must import the same pi_hindsight as we do, installed or not.
-    source_root = str(Path(pi_hindsight.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (source_root, env.get("PYTHONPATH")) if p)
+    # The child must import the same stand-in as we would, installed or not.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(source_root), env.get("PYTHONPATH")) if p)
     identity = procs.spawn(argv, env=env, cwd=paths.run, log_file=output)
     deadline = time.monotonic() + timeout
     while True:

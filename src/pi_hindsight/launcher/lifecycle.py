@@ -154,7 +154,11 @@ class StopReport:
 # How each recorded process is recognised on top of its start time.
 _MARKERS: dict[ProcessName, Callable[[list[str]], bool]] = {
     "postgres": lambda argv: bool(argv) and Path(argv[0]).name == "postgres",
-    "standin": lambda argv: "pi_hindsight" in argv and "standin" in argv,
+    # `python -m pi_hindsight_standin …`; also `-m pi_hindsight standin`, how releases before the
+    # stand-in became its own package started it, so a server they started still stops cleanly.
+    "standin": lambda argv: (
+        hindsight.STANDIN_MODULE in argv or ("pi_hindsight" in argv and "standin" in argv)
+    ),
     "hindsight": lambda argv: any(Path(arg).name == "hindsight-api" for arg in argv),
 }
 
@@ -261,6 +265,8 @@ def _start(
     environ = dict(os.environ)
     if llm == "env":
         hindsight.llm_env("env", environ, None)  # fail before starting anything
+    if llm == "offline":
+        hindsight.require_standin()  # a package of its own: say how to install it, up front
     api_port, pg_port = _choose_ports(port)
     placement = postgres.plan(paths, system=system_dir)
     postgres.prepare(placement, paths)

@@ -1,7 +1,8 @@
 """The OpenAI chat-completions wire format, as the stand-in speaks it.
 
-Both roles decide *what* to answer as a :class:`Reply` (text, or tool calls); this module
-turns a reply into the exact JSON a client parses: one ``chat.completion`` object, or a
+The roles that speak it (Hindsight's LLM, Pi's model) decide *what* to answer as a
+:class:`Reply` (text, or tool calls); this module turns a reply into the exact JSON a client
+parses: one ``chat.completion`` object, or a
 stream of ``chat.completion.chunk`` objects for ``stream: true`` requests.
 
 Everything is derived from the request body, so the same request always gets the same
@@ -17,14 +18,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pi_hindsight_standin.roles import JsonObject
+
 #: ``created`` in every object: a fixed instant, so no clock reaches the content.
 CREATED = 1_700_000_000
 #: Characters per streamed text delta; small enough that a reply arrives in pieces.
 TEXT_DELTA_CHARS = 24
 #: Characters per streamed tool-argument delta.
 ARGUMENT_DELTA_CHARS = 40
-
-JsonObject = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -191,12 +192,6 @@ def iter_chunks(
     options = body.get("stream_options")
     if isinstance(options, Mapping) and options.get("include_usage"):
         yield {**base, "choices": [], "usage": _usage(body, reply)}
-
-
-def sse_event(payload: JsonObject | str) -> bytes:
-    """One server-sent event carrying ``payload`` (``[DONE]`` is passed as a string)."""
-    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
-    return f"data: {data}\n\n".encode()
 
 
 def error_body(message: str, *, kind: str = "invalid_request_error") -> JsonObject:

@@ -13,7 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pi_hindsight.standin.wire import JsonObject, content_text, messages_of
+from pi_hindsight_standin.roles import JsonObject
+from pi_hindsight_standin.wire import content_text, messages_of
 
 #: The sentence Hindsight's soft structured-output mode puts before the schema.
 SOFT_SCHEMA_MARKER = "You must respond with valid JSON matching this schema:\n"

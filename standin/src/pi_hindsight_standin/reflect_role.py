@@ -28,10 +28,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_hindsight.standin import schemas
-from pi_hindsight.standin.text import bullet_list, normalize, statements
-from pi_hindsight.standin.wire import (
-    JsonObject,
+from pi_hindsight_standin import schemas
+from pi_hindsight_standin.roles import JsonObject
+from pi_hindsight_standin.text import bullet_list, normalize, statements
+from pi_hindsight_standin.wire import (
     Reply,
     ToolCall,
     content_text,

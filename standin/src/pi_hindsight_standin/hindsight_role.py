@@ -6,6 +6,9 @@ classified by the fixed text of the prompt that built it (see :class:`Kind`; the
 below are copied from ``hindsight_api`` and ``tests/test_standin.py`` checks they still
 appear in its prompt builders), then answered by a deterministic handler. A request no
 handler recognises gets a harmless answer of the right shape and a warning in the log.
+
+Registered in every stand-in as the role ``hindsight`` (:data:`handle`, served under
+``/hindsight/v1``).
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any
 
-from pi_hindsight.standin import reflect_role, schemas
-from pi_hindsight.standin.text import Segment, entities, normalize, segments, statements
-from pi_hindsight.standin.wire import (
-    JsonObject,
+from pi_hindsight_standin import reflect_role, schemas
+from pi_hindsight_standin.openai_chat import openai_chat_role
+from pi_hindsight_standin.roles import JsonObject
+from pi_hindsight_standin.text import Segment, entities, normalize, segments, statements
+from pi_hindsight_standin.wire import (
     Reply,
     content_text,
     json_reply,
@@ -31,6 +35,10 @@ from pi_hindsight.standin.wire import (
 )
 
 logger = logging.getLogger(__name__)
+
+#: The role's name (its base path) and the model it answers as (what ``--llm offline`` sets).
+ROLE = "hindsight"
+MODEL = "standin-hindsight"
 
 
 class Kind(StrEnum):
@@ -454,3 +462,12 @@ _HANDLERS: dict[Kind, Callable[[Mapping[str, Any]], Reply]] = {
     Kind.MEMORY_THINK: memory_think,
     Kind.UNKNOWN: unknown,
 }
+
+
+def _decide(body: Mapping[str, Any]) -> tuple[str, Reply]:
+    kind, reply = answer(body)
+    return kind.value, reply
+
+
+#: The role's handler: OpenAI chat completions answered by :func:`answer`.
+handle = openai_chat_role(_decide, model=MODEL)

@@ -1,5 +1,10 @@
 """The Pi role: a scripted coding-agent model for Pi's ``openai-completions`` provider.
 
+Test infrastructure, not product: :class:`PiRole` is registered into the stand-in server
+(``pi_hindsight_standin``) as the role ``pi`` by ``tests/agent_models`` (``AgentStandIn``) and
+``scripts/demo.py``, and can be loaded into a stand-in process with
+``--role pi=tests.agent_models.pi_role:PiRole``.
+
 Pi streams every request. What it says is decided by a *script*::
 
     {
@@ -28,15 +33,14 @@ shorthand for a single round.
 
 from __future__ import annotations
 
-import json
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from pi_hindsight.errors import ConfigError
-from pi_hindsight.standin.wire import (
-    JsonObject,
+from pi_hindsight_standin import Answer, RoleRequest, ScriptError, openai_chat_role
+from pi_hindsight_standin.roles import JsonObject
+from pi_hindsight_standin.wire import (
     Reply,
     ToolCall,
     content_text,
@@ -45,6 +49,9 @@ from pi_hindsight.standin.wire import (
     tool_call_id,
 )
 
+ROLE = "pi"
+#: The model named in replies to requests that name none (and listed by ``/pi/v1/models``).
+MODEL = "local-model"
 MEMORY_FENCE = "<hindsight-memory"
 DEFAULT_REPLY = "Understood."
 TOOL_RESULT_PLACEHOLDER = "{tool_result}"
@@ -75,36 +82,22 @@ class PiScript:
 
     @classmethod
     def from_json(cls, data: Any, *, source: str = "script") -> PiScript:
-        """Validate a script; raise :class:`ConfigError` naming the bad key."""
+        """Validate a script; raise ``ScriptError`` naming the bad key."""
         if data is None:
             return cls()
         if not isinstance(data, Mapping):
-            raise ConfigError(f"{source}: the script must be a JSON object", hint=_HINT)
+            raise ScriptError(f"{source}: the script must be a JSON object", hint=_HINT)
         unknown = set(data) - {"rules", "default_reply"}
         if unknown:
-            raise ConfigError(f"{source}: unknown key(s) {sorted(unknown)}", hint=_HINT)
+            raise ScriptError(f"{source}: unknown key(s) {sorted(unknown)}", hint=_HINT)
         default = data.get("default_reply", DEFAULT_REPLY)
         if not isinstance(default, str):
-            raise ConfigError(f"{source}: default_reply must be a string", hint=_HINT)
+            raise ScriptError(f"{source}: default_reply must be a string", hint=_HINT)
         raw_rules = data.get("rules", [])
         if not isinstance(raw_rules, list):
-            raise ConfigError(f"{source}: rules must be a list", hint=_HINT)
+            raise ScriptError(f"{source}: rules must be a list", hint=_HINT)
         rules = tuple(_rule(r, f"{source}: rules[{i}]") for i, r in enumerate(raw_rules))
         return cls(rules=rules, default_reply=default)
-
-
-def read_script(path: Path) -> dict[str, Any]:
-    """Read a script file and validate it; raise :class:`ConfigError` naming the file."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read the script ({error.strerror})") from error
-    except ValueError as error:
-        raise ConfigError(f"{path}: the script is not valid JSON ({error})") from error
-    PiScript.from_json(data, source=str(path))
-    if not isinstance(data, dict):  # from_json accepted null: an empty script
-        return {}
-    return data
 
 
 _HINT = (
@@ -116,44 +109,44 @@ _RULE_KEYS = {"match", "reply", "tool_calls", "steps", "then_reply"}
 
 def _calls(raw: Any, where: str) -> tuple[ScriptedCall, ...]:
     if not isinstance(raw, list) or not raw:
-        raise ConfigError(f"{where}: a round of tool calls must be a non-empty list", hint=_HINT)
+        raise ScriptError(f"{where}: a round of tool calls must be a non-empty list", hint=_HINT)
     calls = []
     for i, call in enumerate(raw):
         if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
-            raise ConfigError(f"{where}[{i}]: each tool call needs a string 'name'", hint=_HINT)
+            raise ScriptError(f"{where}[{i}]: each tool call needs a string 'name'", hint=_HINT)
         arguments = call.get("arguments", {})
         if not isinstance(arguments, Mapping):
-            raise ConfigError(f"{where}[{i}]: 'arguments' must be an object", hint=_HINT)
+            raise ScriptError(f"{where}[{i}]: 'arguments' must be an object", hint=_HINT)
         calls.append(ScriptedCall(name=call["name"], arguments=dict(arguments)))
     return tuple(calls)
 
 
 def _rule(raw: Any, where: str) -> Rule:
     if not isinstance(raw, Mapping):
-        raise ConfigError(f"{where}: each rule must be an object", hint=_HINT)
+        raise ScriptError(f"{where}: each rule must be an object", hint=_HINT)
     unknown = set(raw) - _RULE_KEYS
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}", hint=_HINT)
+        raise ScriptError(f"{where}: unknown key(s) {sorted(unknown)}", hint=_HINT)
     match = raw.get("match", "")
     if not isinstance(match, str):
-        raise ConfigError(f"{where}: 'match' must be a string", hint=_HINT)
+        raise ScriptError(f"{where}: 'match' must be a string", hint=_HINT)
     if "tool_calls" in raw and "steps" in raw:
-        raise ConfigError(f"{where}: give 'tool_calls' or 'steps', not both", hint=_HINT)
+        raise ScriptError(f"{where}: give 'tool_calls' or 'steps', not both", hint=_HINT)
     steps: tuple[tuple[ScriptedCall, ...], ...] = ()
     if "tool_calls" in raw:
         steps = (_calls(raw["tool_calls"], f"{where}.tool_calls"),)
     elif "steps" in raw:
         if not isinstance(raw["steps"], list) or not raw["steps"]:
-            raise ConfigError(f"{where}: 'steps' must be a non-empty list of rounds", hint=_HINT)
+            raise ScriptError(f"{where}: 'steps' must be a non-empty list of rounds", hint=_HINT)
         steps = tuple(_calls(step, f"{where}.steps[{i}]") for i, step in enumerate(raw["steps"]))
     reply = raw.get("reply")
     then_reply = raw.get("then_reply", DEFAULT_REPLY)
     if reply is not None and not isinstance(reply, str):
-        raise ConfigError(f"{where}: 'reply' must be a string", hint=_HINT)
+        raise ScriptError(f"{where}: 'reply' must be a string", hint=_HINT)
     if not isinstance(then_reply, str):
-        raise ConfigError(f"{where}: 'then_reply' must be a string", hint=_HINT)
+        raise ScriptError(f"{where}: 'then_reply' must be a string", hint=_HINT)
     if (reply is None) == (not steps):
-        raise ConfigError(f"{where}: give exactly one of 'reply' or tool calls", hint=_HINT)
+        raise ScriptError(f"{where}: give exactly one of 'reply' or tool calls", hint=_HINT)
     return Rule(match=match, reply=reply, steps=steps, then_reply=then_reply)
 
 
@@ -220,3 +213,32 @@ def answer(script: PiScript, body: Mapping[str, Any]) -> Reply:
         )
         return Reply(tool_calls=calls)
     return text_reply(rule.then_reply.replace(TOOL_RESULT_PLACEHOLDER, _last_tool_result(messages)))
+
+
+class PiRole:
+    """The ``pi`` role's handler: OpenAI chat completions answered from a script (Scripted).
+
+    ``PiRole(script)``; ``set_script`` replaces the script (``ScriptError``, and the old one
+    kept, when it is invalid).
+    """
+
+    def __init__(self, script: Any = None) -> None:
+        self._script = PiScript.from_json(script)
+        self._lock = threading.Lock()
+        self._handle = openai_chat_role(self._decide, model=MODEL)
+
+    @property
+    def script(self) -> PiScript:
+        with self._lock:
+            return self._script
+
+    def set_script(self, script: Any) -> None:
+        parsed = PiScript.from_json(script)
+        with self._lock:
+            self._script = parsed
+
+    def _decide(self, body: JsonObject) -> tuple[str, Reply]:
+        return classify(body), answer(self.script, body)
+
+    def __call__(self, request: RoleRequest) -> Answer:
+        return self._handle(request)
