@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME, EvidenceLedger
-from pi_hindsight.stores.evidence_schema import format_bytes
+from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME, EvidenceLedger, PreparedRecord
+from pi_hindsight.stores.evidence.schema import format_bytes
 
 BODY = "<hindsight-memory>\n" + "".join(
     f"- (2025-01-{n:02d}) a remembered engineering decision number {n} and its reason\n"
@@ -53,17 +53,19 @@ def bench_writes(directory: Path, count: int) -> dict[str, list[float]]:
         for n in range(count):
             started = time.perf_counter()
             ledger.record_prepared(
-                f"req-{n:07d}",
-                outcome="delivered",
-                session_id=f"session-{n // 20}",
-                scope_id="project:alpha",
-                bank_ids=["pi-coding"],
-                session_file="/home/u/.pi/agent/sessions/--w--/x.jsonl",
-                body=BODY,
-                record_ids=RECORD_IDS,
-                tokens=420,
-                recall_ms=85.0,
-                total_ms=91.0,
+                PreparedRecord(
+                    f"req-{n:07d}",
+                    outcome="delivered",
+                    session_id=f"session-{n // 20}",
+                    scope_id="project:alpha",
+                    bank_ids=["pi-coding"],
+                    session_file="/home/u/.pi/agent/sessions/--w--/x.jsonl",
+                    body=BODY,
+                    record_ids=RECORD_IDS,
+                    tokens=420,
+                    recall_ms=85.0,
+                    total_ms=91.0,
+                )
             )
             timings["record_prepared"].append(time.perf_counter() - started)
         for name, call in (
@@ -181,13 +183,15 @@ def bench_cap(directory: Path, cap: int) -> dict[str, float | str]:
         while written < 3 * cap:
             started = time.perf_counter()
             ledger.record_prepared(
-                f"flood-{n:07d}",
-                outcome="delivered",
-                session_id=f"s{n // 20}",
-                scope_id="project:alpha",
-                body=BODY,
-                record_ids=RECORD_IDS,
-                prepared_at=now - 86_400 + n * 0.5,
+                PreparedRecord(
+                    f"flood-{n:07d}",
+                    outcome="delivered",
+                    session_id=f"s{n // 20}",
+                    scope_id="project:alpha",
+                    body=BODY,
+                    record_ids=RECORD_IDS,
+                    prepared_at=now - 86_400 + n * 0.5,
+                )
             )
             samples.append(time.perf_counter() - started)
             written += len(BODY)

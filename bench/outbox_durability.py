@@ -42,6 +42,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pi_hindsight.backend.records import RetainItem
+from pi_hindsight.stores.outbox import RetainRequest
+
 ITEMS = int(os.environ.get("BENCH_ITEMS", "2000"))
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 PROCESSES = int(os.environ.get("BENCH_PROCESSES", "4"))
@@ -91,30 +94,26 @@ def open_variant(directory: Path, variant: str) -> Any:
     return outbox
 
 
-def payload(n: int, session: str) -> dict[str, Any]:
-    """About what ``complete_turn`` enqueues for one ~900-character request."""
-    return {
-        "items": [
-            {
-                "content": f"[request {n}] " + "we keep the deploy notes in docs/deploy.md. " * 20,
-                "document_id": f"pi-session-{session}",
-                "tags": ["project:bench"],
-                "context": "Pi coding session in project bench",
-                "metadata": {"source": "pi", "session_id": session, "request_id": f"r{n}"},
-                "update_mode": "append",
-            }
-        ]
-    }
+def request(session: str, n: int) -> RetainRequest:
+    """About what a completed ~900-character request enqueues."""
+    item = RetainItem(
+        content=f"[request {n}] " + "we keep the deploy notes in docs/deploy.md. " * 20,
+        document_id=f"pi-session-{session}",
+        tags=("project:bench",),
+        context="Pi coding session in project bench",
+        metadata={"source": "pi", "session_id": session, "request_id": f"r{n}"},
+        update_mode="append",
+    )
+    return RetainRequest(session, "b", item, f"r{n}")
 
 
 def enqueue_many(directory: Path, variant: str, start: int, count: int) -> float:
     outbox = open_variant(directory, variant)
-    bodies = [payload(n, f"s{n % 20}") for n in range(start, start + count)]
+    requests = [request(f"s{n % 20}", n) for n in range(start, start + count)]
     try:
         began = time.perf_counter()
-        for offset, body in enumerate(bodies):
-            n = start + offset
-            outbox.enqueue(session_id=f"s{n % 20}", bank_id="b", payload=body, request_id=f"r{n}")
+        for each in requests:
+            outbox.enqueue(each)
         return time.perf_counter() - began
     finally:
         outbox.close()
@@ -137,13 +136,12 @@ def _worker(
     from pi_hindsight.errors import StateError
 
     outbox = open_variant(Path(directory), variant)  # opened before the start line
-    bodies = [payload(n, f"s{n % 20}") for n in range(start, start + count)]
+    requests = [request(f"s{n % 20}", n) for n in range(start, start + count)]
     failed = 0
     barrier.wait(timeout=120)
-    for offset, body in enumerate(bodies):
-        n = start + offset
+    for each in requests:
         try:
-            outbox.enqueue(session_id=f"s{n % 20}", bank_id="b", payload=body, request_id=f"r{n}")
+            outbox.enqueue(each)
         except StateError:  # "database is locked" after the 10 s busy timeout: a lost request
             failed += 1
     outbox.close()
@@ -206,10 +204,10 @@ CHILD = textwrap.dedent(
     import sys
     from pathlib import Path
     sys.path.insert(0, sys.argv[4])
-    from outbox_durability import open_variant, payload
+    from outbox_durability import open_variant, request
     outbox = open_variant(Path(sys.argv[1]), sys.argv[2])
     for n in range(int(sys.argv[3])):
-        outbox.enqueue(session_id="s", bank_id="b", payload=payload(n, "s"), request_id=f"r{n}")
+        outbox.enqueue(request("s", n))
     print("committed", flush=True)
     sys.stdin.read()
     """

@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from _sidecar import Sidecar  # bench/_sidecar.py (benchmarks run as scripts)
+from pi_hindsight.backend.records import RetainItem
+from pi_hindsight.stores.outbox import RetainRequest
 
 BYTES_REQUESTS = int(os.environ.get("BENCH_BYTES_REQUESTS", "200"))
 ENQUEUE_ITEMS = int(os.environ.get("BENCH_ENQUEUE_ITEMS", "5000"))
@@ -79,20 +81,29 @@ def pi_messages(n: int) -> list[dict[str, Any]]:
     ]
 
 
-def payload(content: str, session: str, n: int) -> dict[str, Any]:
-    """What ``MemoryEngine.complete_turn`` enqueues."""
+def item(content: str, session: str, n: int) -> RetainItem:
+    """What a completed request enqueues (``engine/retaining.py``)."""
+    return RetainItem(
+        content=content,
+        document_id=f"pi-session-{session}",
+        tags=("project:bench",),
+        timestamp=datetime.now(UTC).isoformat(),
+        context="Pi coding session in project bench",
+        metadata={"source": "pi", "session_id": session, "request_id": f"r{n}"},
+        update_mode="append",
+    )
+
+
+def item_json(retain: RetainItem) -> dict[str, Any]:
+    """The same item as the official client takes it."""
     return {
-        "items": [
-            {
-                "content": content,
-                "document_id": f"pi-session-{session}",
-                "tags": ["project:bench"],
-                "timestamp": datetime.now(UTC).isoformat(),
-                "context": "Pi coding session in project bench",
-                "metadata": {"source": "pi", "session_id": session, "request_id": f"r{n}"},
-                "update_mode": "append",
-            }
-        ]
+        "content": retain.content,
+        "document_id": retain.document_id,
+        "tags": list(retain.tags),
+        "timestamp": retain.timestamp,
+        "context": retain.context,
+        "metadata": dict(retain.metadata),
+        "update_mode": retain.update_mode,
     }
 
 
@@ -245,12 +256,8 @@ def enqueue_rate(work: Path, *, render: bool) -> float:
                 content = render_turn(turn_messages(messages[n]), ToolPolicy()).content
             else:
                 content = contents[n]
-            outbox.enqueue(
-                session_id=f"s{n % 10}",
-                bank_id="bench",
-                payload=payload(content, f"s{n % 10}", n),
-                request_id=f"r{n}",
-            )
+            session = f"s{n % 10}"
+            outbox.enqueue(RetainRequest(session, "bench", item(content, session, n), f"r{n}"))
         elapsed = time.perf_counter() - started
     finally:
         outbox.close()
@@ -284,7 +291,7 @@ async def drain_with_outbox(base_url: str, work: Path, items: list[tuple[str, in
     bank = f"bench-drain-{uuid.uuid4().hex[:8]}"
     outbox = Outbox(Path(tempfile.mkdtemp(dir=work, prefix="drain-")))
     for session, n, content in items:
-        outbox.enqueue(session_id=session, bank_id=bank, payload=payload(content, session, n))
+        outbox.enqueue(RetainRequest(session, bank, item(content, session, n)))
     backend = HindsightBackend(base_url)
     await backend.create_bank(bank, BankMissions(mission="bench"), timeout=30)
 
@@ -321,7 +328,7 @@ def same_batches(items: list[tuple[str, int, str]]) -> dict[str, list[dict[str, 
                     session,
                     None,
                     "b",
-                    payload(content, session, n),
+                    item(content, session, n),
                     0,
                     "sending",
                     None,
@@ -332,25 +339,15 @@ def same_batches(items: list[tuple[str, int, str]]) -> dict[str, list[dict[str, 
                 for n, content in entries[start : start + BATCH_MAX_ITEMS]
             )
             batch = Batch(str(uuid.uuid4()), session, "b", "sending", 0, 0, 0, None, None, members)
-            (item,) = compose(batch)
-            batches.setdefault(session, []).append(
-                {
-                    "content": item.content,
-                    "document_id": item.document_id,
-                    "tags": list(item.tags),
-                    "timestamp": item.timestamp,
-                    "context": item.context,
-                    "metadata": item.metadata,
-                    "update_mode": item.update_mode,
-                }
-            )
+            (composed,) = compose(batch)
+            batches.setdefault(session, []).append(item_json(composed))
     return batches
 
 
 def one_per_request(items: list[tuple[str, int, str]]) -> dict[str, list[dict[str, Any]]]:
     per_session: dict[str, list[dict[str, Any]]] = {}
     for session, n, content in items:
-        per_session.setdefault(session, []).append(payload(content, session, n)["items"][0])
+        per_session.setdefault(session, []).append(item_json(item(content, session, n)))
     return per_session
 
 

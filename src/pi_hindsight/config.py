@@ -30,15 +30,14 @@ from pi_hindsight.config_display import (
     shown_value,
     type_name,
 )
-from pi_hindsight.config_migrate import (
+from pi_hindsight.config_raw import (
     PROJECT_ALLOWED,
     apply_project_limits,
     filter_project_file,
-    migrate_legacy,
     set_dotted,
-    unknown_keys,
 )
 from pi_hindsight.errors import ConfigError, InputFileError
+from pi_hindsight.legacy.config_keys import migrate_legacy, unknown_keys
 from pi_hindsight.paths import ensure_private_dir, pi_agent_dir
 from pi_hindsight.paths import state_dir as default_state_dir
 from pi_hindsight.safe_files import (

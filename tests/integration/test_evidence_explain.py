@@ -18,7 +18,7 @@ import pytest
 
 from pi_hindsight.hosts.pi.explain import explain
 from pi_hindsight.hosts.pi.session_file import find_session_file, read_session
-from pi_hindsight.stores.evidence import EvidenceLedger
+from pi_hindsight.stores.evidence import EvidenceLedger, PreparedRecord
 from tests.agent_models import AgentStandIn
 from tests.plugins.standin import pi_env, write_pi_agent_dir
 
@@ -101,28 +101,32 @@ def test_explain_pairs_each_request_with_its_real_pi_conversation(
         for n in (1, 2):
             item = prepared[f"req-{n}"]
             ledger.record_prepared(
-                f"req-{n}",
-                outcome="delivered",
-                session_id=item["sessionId"],
-                session_file=item["sessionFile"],
-                scope_id="project:alpha",
-                bank_ids=["pi-coding"],
-                body=_body(n),
-                record_ids=[f"mem-{n}"],
-                omitted=1 if n == 2 else 0,
-                prepared_at=item["at"],
+                PreparedRecord(
+                    f"req-{n}",
+                    outcome="delivered",
+                    session_id=item["sessionId"],
+                    session_file=item["sessionFile"],
+                    scope_id="project:alpha",
+                    bank_ids=["pi-coding"],
+                    body=_body(n),
+                    record_ids=[f"mem-{n}"],
+                    omitted=1 if n == 2 else 0,
+                    prepared_at=item["at"],
+                )
             )
         ledger.mark_confirmed("req-1", True, 4_000)
         ledger.mark_confirmed("req-2", False, 4_100)  # say the payload check failed
         third = prepared["req-3"]
         ledger.record_prepared(
-            "req-3",
-            outcome="nothing_found",
-            session_id=third["sessionId"],
-            session_file=None,  # found through the agent dir by session id
-            scope_id="project:alpha",
-            bank_ids=["pi-coding"],
-            prepared_at=third["at"],
+            PreparedRecord(
+                "req-3",
+                outcome="nothing_found",
+                session_id=third["sessionId"],
+                session_file=None,  # found through the agent dir by session id
+                scope_id="project:alpha",
+                bank_ids=["pi-coding"],
+                prepared_at=third["at"],
+            )
         )
         session_file = find_session_file(agent, third["sessionId"])
         assert session_file is not None and session_file == Path(prepared["req-1"]["sessionFile"])

@@ -120,7 +120,7 @@ def test_a_lone_surrogate_in_a_turn_is_retained_not_lost(
     finally:
         outbox.close()
     assert len(items) == 1
-    content = items[0].payload["items"][0]["content"]
+    content = items[0].retain.content
     assert "cut here \ufffd" in content and "fine \ufffd end" in content
 
 

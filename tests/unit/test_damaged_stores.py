@@ -28,6 +28,7 @@ from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.evidence import EvidenceLedger
 from pi_hindsight.stores.outbox import Outbox
 from pi_hindsight.stores.set_aside import RECORD_FILE_NAME, SetAsideRecord
+from tests.outbox_support import retain_request
 
 ENV = dict(os.environ)
 
@@ -35,10 +36,12 @@ ENV = dict(os.environ)
 def _enqueue(outbox: Outbox, count: int, *, session: str = "s") -> list[str]:
     return [
         outbox.enqueue(
-            session_id=session,
-            bank_id="b",
-            payload={"items": [{"content": f"turn {n} " + "x" * 400, "document_id": "d"}]},
-            request_id=f"r{n}",
+            retain_request(
+                session_id=session,
+                bank_id="b",
+                payload={"items": [{"content": f"turn {n} " + "x" * 400, "document_id": "d"}]},
+                request_id=f"r{n}",
+            )
         )
         for n in range(count)
     ]
@@ -201,11 +204,12 @@ CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from pi_hindsight.stores.outbox import Outbox
+    from pi_hindsight.backend.records import RetainItem
+    from pi_hindsight.stores.outbox import Outbox, RetainRequest
     outbox = Outbox(Path(sys.argv[1]))
     for n in range(int(sys.argv[2])):
-        outbox.enqueue(session_id="s", bank_id="b", request_id=f"r{n}",
-                       payload={"items": [{"content": f"turn {n} " + "x" * 400}]})
+        item = RetainItem(content=f"turn {n} " + "x" * 400, document_id="", tags=())
+        outbox.enqueue(RetainRequest("s", "b", item, f"r{n}"))
     print("committed", flush=True)
     sys.stdin.read()
     """
@@ -284,13 +288,13 @@ def test_a_damaged_evidence_log_is_reported_not_silent(tmp_path: Path) -> None:
         """
         import sys
         from pathlib import Path
-        from pi_hindsight.stores.evidence import EvidenceLedger
+        from pi_hindsight.stores.evidence import EvidenceLedger, PreparedRecord
         ledger = EvidenceLedger(Path(sys.argv[1]), retention_days=30, cap_bytes=50_000_000)
         for n in range(60):
-            ledger.record_prepared(f"r{n}", outcome="nothing_found", session_id="s",
+            ledger.record_prepared(PreparedRecord(f"r{n}", outcome="nothing_found", session_id="s",
                                    scope_id=None, bank_ids=(), session_file=None, reason=None,
                                    body=None, record_ids=(), omitted=0, tokens=0, recall_ms=1,
-                                   total_ms=1)
+                                   total_ms=1))
         print("committed", flush=True)
         sys.stdin.read()
         """
@@ -399,7 +403,9 @@ def test_restore_queues_the_unfinished_items_again_idempotently(tmp_path: Path) 
     assert outbox.set_aside is not None and "integrity check failed" in outbox.set_aside.reason
     assert outbox.unfinished_count() == 0
     outbox.enqueue(
-        session_id="s", bank_id="b", payload={"items": [{"content": "again"}]}, request_id="r5"
+        retain_request(
+            session_id="s", bank_id="b", payload={"items": [{"content": "again"}]}, request_id="r5"
+        )
     )
     outbox.close()
     event_id = outbox.set_aside.event_id or ""
@@ -518,12 +524,16 @@ def test_a_process_whose_outbox_was_set_aside_elsewhere_writes_to_the_live_one(
     state = tmp_path / "state"
     running = Outbox(state)  # a long-running sidecar
     try:
-        running.enqueue(session_id="s", bank_id="b", payload={"items": []}, request_id="r1")
+        running.enqueue(
+            retain_request(session_id="s", bank_id="b", payload={"items": []}, request_id="r1")
+        )
         stamp = "corrupt-test"
         for suffix in ("", "-wal", "-shm"):  # what another process's set-aside does
             (state / f"outbox.sqlite{suffix}").rename(state / f"outbox.sqlite.{stamp}{suffix}")
         other = Outbox(state)  # the other process: a fresh outbox
-        running.enqueue(session_id="s", bank_id="b", payload={"items": []}, request_id="r2")
+        running.enqueue(
+            retain_request(session_id="s", bank_id="b", payload={"items": []}, request_id="r2")
+        )
         assert [item.request_id for item in other.items()] == ["r2"]
         assert running.unfinished_count() == 1  # it reads the live outbox too
         other.close()

@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 from pi_hindsight.errors import StateError
-from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME, EvidenceLedger, MemoInfo
+from pi_hindsight.stores.evidence import (
+    EVIDENCE_FILE_NAME,
+    EvidenceLedger,
+    MemoInfo,
+    PreparedRecord,
+)
 
 DAY = 86_400.0
 BODY = "<hindsight-memory>\n" + "- (2025-01-01) the deploy target is Zephyr in Frankfurt\n" * 20
@@ -39,7 +44,7 @@ def _deliver(ledger: EvidenceLedger, request_id: str, **overrides: object) -> No
         "tokens": 120,
     }
     values.update(overrides)
-    ledger.record_prepared(request_id, **values)  # type: ignore[arg-type]
+    ledger.record_prepared(PreparedRecord(request_id, **values))  # type: ignore[arg-type]
 
 
 def test_prepared_attached_confirmed_are_three_separate_facts(ledger: EvidenceLedger) -> None:
@@ -105,18 +110,28 @@ def test_marks_for_unknown_requests_report_that_nothing_changed(ledger: Evidence
 
 
 def test_the_first_record_of_a_request_wins(ledger: EvidenceLedger) -> None:
-    assert ledger.record_prepared("r", outcome="nothing_found", session_id="s")
-    assert not ledger.record_prepared("r", outcome="error", session_id="s", reason="late")
+    assert ledger.record_prepared(PreparedRecord("r", outcome="nothing_found", session_id="s"))
+    assert not ledger.record_prepared(
+        PreparedRecord("r", outcome="error", session_id="s", reason="late")
+    )
     detail = ledger.show("r")
     assert detail is not None and detail.record.outcome == "nothing_found"
 
 
 def test_every_outcome_is_kept_with_its_reason(ledger: EvidenceLedger) -> None:
-    ledger.record_prepared("n", outcome="nothing_found", session_id="s", scope_id="project:a")
-    ledger.record_prepared("k", outcome="skipped", session_id="s", reason="empty prompt")
-    ledger.record_prepared("u", outcome="backend_unavailable", session_id="s", reason="timeout")
-    ledger.record_prepared("x", outcome="not_registered", session_id="s", reason="/tmp/x")
-    ledger.record_prepared("e", outcome="error", session_id="s", reason="boom")
+    ledger.record_prepared(
+        PreparedRecord("n", outcome="nothing_found", session_id="s", scope_id="project:a")
+    )
+    ledger.record_prepared(
+        PreparedRecord("k", outcome="skipped", session_id="s", reason="empty prompt")
+    )
+    ledger.record_prepared(
+        PreparedRecord("u", outcome="backend_unavailable", session_id="s", reason="timeout")
+    )
+    ledger.record_prepared(
+        PreparedRecord("x", outcome="not_registered", session_id="s", reason="/tmp/x")
+    )
+    ledger.record_prepared(PreparedRecord("e", outcome="error", session_id="s", reason="boom"))
     by_outcome = ledger.stats().by_outcome
     assert by_outcome == {
         "nothing_found": 1,
@@ -129,7 +144,7 @@ def test_every_outcome_is_kept_with_its_reason(ledger: EvidenceLedger) -> None:
     assert skipped is not None and skipped.record.reason == "empty prompt"
     assert skipped.body is None
     with pytest.raises(StateError, match="unknown evidence outcome"):
-        ledger.record_prepared("bad", outcome="great", session_id="s")  # type: ignore[arg-type]
+        ledger.record_prepared(PreparedRecord("bad", outcome="great", session_id="s"))  # type: ignore[arg-type]
 
 
 def test_delivered_record_ids_are_per_session_and_skip_known_misses(
@@ -140,7 +155,7 @@ def test_delivered_record_ids_are_per_session_and_skip_known_misses(
     _deliver(ledger, "3", record_ids=["d"])
     _deliver(ledger, "4", record_ids=["e"], session_id="other")
     ledger.mark_attached("3", attached=False)
-    ledger.record_prepared("5", outcome="nothing_found", session_id="session-1")
+    ledger.record_prepared(PreparedRecord("5", outcome="nothing_found", session_id="session-1"))
     assert ledger.delivered_record_ids("session-1") == frozenset({"a", "b", "c"})
     assert ledger.delivered_record_ids("other") == frozenset({"e"})
 
@@ -392,7 +407,7 @@ def test_stats_count_states_sizes_and_limits(ledger: EvidenceLedger) -> None:
     _deliver(ledger, "a")
     _deliver(ledger, "b")
     ledger.mark_confirmed("a", True, 10)
-    ledger.record_prepared("c", outcome="nothing_found", session_id="s")
+    ledger.record_prepared(PreparedRecord("c", outcome="nothing_found", session_id="s"))
     stats = ledger.stats()
     assert stats.records == 3
     assert stats.by_outcome == {"delivered": 2, "nothing_found": 1}

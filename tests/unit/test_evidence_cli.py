@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from pi_hindsight.cli.main import cli
-from pi_hindsight.stores.evidence import EvidenceLedger
+from pi_hindsight.stores.evidence import EvidenceLedger, PreparedRecord
 
 
 def _run(*args: str) -> tuple[int, str, str]:
@@ -22,14 +22,16 @@ def _fill(state: Path, count: int = 5) -> None:
     now = time.time()
     for n in range(count):
         ledger.record_prepared(
-            f"0190aaaa-{n:04d}",
-            outcome="delivered" if n % 2 == 0 else "nothing_found",
-            session_id="sess",
-            scope_id="project:alpha",
-            bank_ids=["pi-coding"],
-            body="<hindsight-memory>\n- fact\n</hindsight-memory>" if n % 2 == 0 else None,
-            record_ids=["m1"] if n % 2 == 0 else [],
-            prepared_at=now - (count - n) * 60,
+            PreparedRecord(
+                f"0190aaaa-{n:04d}",
+                outcome="delivered" if n % 2 == 0 else "nothing_found",
+                session_id="sess",
+                scope_id="project:alpha",
+                bank_ids=["pi-coding"],
+                body="<hindsight-memory>\n- fact\n</hindsight-memory>" if n % 2 == 0 else None,
+                record_ids=["m1"] if n % 2 == 0 else [],
+                prepared_at=now - (count - n) * 60,
+            )
         )
     ledger.mark_confirmed("0190aaaa-0004", False, 999)
     ledger.close()

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from pi_hindsight.errors import StateError
+from pi_hindsight.legacy.evidence_import import MigrationNoSpace, migrate_file
 from pi_hindsight.stores.evidence import EvidenceLedger
-from pi_hindsight.stores.evidence_legacy import MigrationNoSpace, migrate_file
-from pi_hindsight.stores.evidence_schema import LegacySource
+from pi_hindsight.stores.evidence.schema import LegacySource
 
 
 def _iso(seconds_ago: float) -> str:
@@ -235,7 +235,7 @@ _CHILD = """
 import sys
 from pathlib import Path
 from pi_hindsight.stores.evidence import EvidenceLedger
-from pi_hindsight.stores.evidence_legacy import migrate_file
+from pi_hindsight.legacy.evidence_import import migrate_file
 ledger = EvidenceLedger(Path(sys.argv[1]), retention_days=30, cap_bytes=500_000_000)
 migrate_file(ledger, Path(sys.argv[2]), batch_lines=100)
 """

@@ -19,6 +19,7 @@ from pi_hindsight.engine.retain_worker import Backoff, compose
 from pi_hindsight.stores.outbox import Outbox, owner_id
 from pi_hindsight.stores.outbox_schema import SCHEMA
 from pi_hindsight.stores.sqlite import new_id
+from tests.outbox_support import retain_request
 
 
 def _payload(n: int, session: str = "s", document: str | None = None) -> dict[str, Any]:
@@ -47,7 +48,9 @@ def outbox(tmp_path: Path) -> Any:
 
 def _enqueue(outbox: Outbox, n: int, session: str = "s", bank: str = "b") -> str:
     return outbox.enqueue(
-        session_id=session, bank_id=bank, payload=_payload(n, session), request_id=f"r{n}"
+        retain_request(
+            session_id=session, bank_id=bank, payload=_payload(n, session), request_id=f"r{n}"
+        )
     )
 
 
@@ -196,8 +199,8 @@ def test_the_same_request_is_enqueued_once(outbox: Outbox) -> None:
     assert _enqueue(outbox, 7) == first
     assert outbox.unfinished_count() == 1
     # Without a request id every call is a new item.
-    outbox.enqueue(session_id="s", bank_id="b", payload=_payload(8))
-    outbox.enqueue(session_id="s", bank_id="b", payload=_payload(8))
+    outbox.enqueue(retain_request(session_id="s", bank_id="b", payload=_payload(8)))
+    outbox.enqueue(retain_request(session_id="s", bank_id="b", payload=_payload(8)))
     assert outbox.unfinished_count() == 3
 
 

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from pi_hindsight.cli.main import cli
 from pi_hindsight.stores.outbox import Outbox
+from tests.outbox_support import retain_request
 
 
 def _fill(state: Path) -> None:
@@ -16,10 +17,12 @@ def _fill(state: Path) -> None:
     try:
         for n in range(3):
             outbox.enqueue(
-                session_id=f"s{n}",
-                bank_id="b",
-                payload={"items": [{"content": f"text {n}", "document_id": f"d{n}"}]},
-                request_id=f"r{n}",
+                retain_request(
+                    session_id=f"s{n}",
+                    bank_id="b",
+                    payload={"items": [{"content": f"text {n}", "document_id": f"d{n}"}]},
+                    request_id=f"r{n}",
+                )
             )
         done, dead = outbox.claim("w", limit=2)
         outbox.mark_done(done.batch_id, "w")

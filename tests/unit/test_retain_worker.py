@@ -35,6 +35,7 @@ from pi_hindsight.errors import (
     BackendUnavailable,
 )
 from pi_hindsight.stores.outbox import Outbox
+from tests.outbox_support import retain_request
 
 
 class ScriptedHindsight:
@@ -113,20 +114,22 @@ def outbox(tmp_path: Path) -> Any:
 def _enqueue(outbox: Outbox, n: int, session: str = "s") -> str:
     turns = json.dumps([{"role": "user", "content": f"request {n}"}])
     return outbox.enqueue(
-        session_id=session,
-        bank_id="b",
-        payload={
-            "items": [
-                {
-                    "content": turns,
-                    "document_id": f"pi-session-{session}",
-                    "tags": ["project:p"],
-                    "metadata": {"request_id": f"r{n}"},
-                    "update_mode": "append",
-                }
-            ]
-        },
-        request_id=f"r{n}",
+        retain_request(
+            session_id=session,
+            bank_id="b",
+            payload={
+                "items": [
+                    {
+                        "content": turns,
+                        "document_id": f"pi-session-{session}",
+                        "tags": ["project:p"],
+                        "metadata": {"request_id": f"r{n}"},
+                        "update_mode": "append",
+                    }
+                ]
+            },
+            request_id=f"r{n}",
+        )
     )
 
 

@@ -18,6 +18,8 @@ from pi_hindsight.cli.main import cli
 from pi_hindsight.errors import InputFileError
 from pi_hindsight.hosts.pi import session_file as pi_context
 from pi_hindsight.hosts.pi.session_file import read_session, session_start_dir
+from pi_hindsight.legacy.evidence_formats import Bad, parse_line
+from pi_hindsight.legacy.evidence_import import migrate_file
 from pi_hindsight.safe_files import (
     FileTooLarge,
     NotARegularFile,
@@ -29,8 +31,6 @@ from pi_hindsight.safe_files import (
     read_json_lines,
 )
 from pi_hindsight.stores.evidence import EvidenceLedger
-from pi_hindsight.stores.evidence_formats import Bad, parse_line
-from pi_hindsight.stores.evidence_legacy import migrate_file
 from tests.hostile_files import HOSTILE
 
 pytestmark = pytest.mark.timeout(120)

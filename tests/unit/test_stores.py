@@ -8,6 +8,7 @@ from pathlib import Path
 from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.outbox import Outbox
 from pi_hindsight.stores.sqlite import new_id
+from tests.outbox_support import retain_request
 
 
 def test_store_files_are_owner_only(tmp_path: Path) -> None:
@@ -27,7 +28,7 @@ def test_a_corrupted_store_is_set_aside_not_deleted(tmp_path: Path) -> None:
         assert outbox.set_aside is not None
         assert outbox.set_aside.moved_to.read_bytes() == garbage
         assert "not" in outbox.set_aside.reason
-        outbox.enqueue(session_id="s", bank_id="b", payload={"items": []})
+        outbox.enqueue(retain_request(session_id="s", bank_id="b", payload={"items": []}))
         assert outbox.unfinished_count() == 1
     finally:
         outbox.close()

@@ -264,10 +264,7 @@ def _unfinished_retains(selected: Selected) -> int:
         store.close()
     count = 0
     for item in items:
-        entries = item.payload.get("items") or []
-        if item.bank_id == selected.bank and any(
-            set(entry.get("tags") or ()) == set(selected.tags) for entry in entries
-        ):
+        if item.bank_id == selected.bank and set(item.retain.tags) == set(selected.tags):
             count += 1
     return count
 

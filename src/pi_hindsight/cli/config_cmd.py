@@ -18,9 +18,10 @@ from pi_hindsight.config import (
     write_config_file,
 )
 from pi_hindsight.config_display import display_url, shown_key
-from pi_hindsight.config_migrate import Change, migrate_legacy, unknown_keys
+from pi_hindsight.config_raw import Change
 from pi_hindsight.errors import ConfigError
 from pi_hindsight.identity import resolve_identity
+from pi_hindsight.legacy.config_keys import migrate_legacy, unknown_keys
 from pi_hindsight.paths import pi_agent_dir
 from pi_hindsight.safe_files import printable
 

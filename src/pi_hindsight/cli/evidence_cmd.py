@@ -14,11 +14,11 @@ from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, 
 from pi_hindsight.config import load_config
 from pi_hindsight.errors import StateError
 from pi_hindsight.hosts.pi.explain import explain
+from pi_hindsight.legacy.evidence_import import MigrationNoSpace, MigrationReport, migrate_file
 from pi_hindsight.paths import pi_agent_dir
-from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME, OUTCOMES, EvidenceLedger
-from pi_hindsight.stores.evidence_explain import Explanation
-from pi_hindsight.stores.evidence_legacy import MigrationNoSpace, MigrationReport, migrate_file
-from pi_hindsight.stores.evidence_schema import (
+from pi_hindsight.stores.evidence.explain import Explanation
+from pi_hindsight.stores.evidence.ledger import EVIDENCE_FILE_NAME, OUTCOMES, EvidenceLedger
+from pi_hindsight.stores.evidence.schema import (
     EvidenceRecord,
     EvidenceStats,
     LegacySource,

@@ -86,14 +86,13 @@ def status(state_dir: Path | None, as_json: bool) -> None:
 
 
 def _item_json(item: OutboxItem, content: bool) -> dict[str, Any]:
-    entries = item.payload.get("items") or []
     result: dict[str, Any] = {
         "item_id": item.item_id,
         "state": item.state,
         "session_id": item.session_id,
         "request_id": item.request_id,
         "bank_id": item.bank_id,
-        "document_id": entries[0].get("document_id") if entries else None,
+        "document_id": item.retain.document_id or None,
         "batch_id": item.batch_id,
         "bytes": item.payload_bytes,
         "created_at": item.created_at,
@@ -101,7 +100,7 @@ def _item_json(item: OutboxItem, content: bool) -> dict[str, Any]:
         "last_error": item.last_error,
     }
     if content:
-        result["content"] = [entry.get("content") for entry in entries]
+        result["content"] = [item.retain.content]
     return result
 
 
@@ -148,8 +147,7 @@ def list_items(
         if item.last_error:
             click.echo(f"    last error: {item.last_error}")
         if content:
-            for entry in item.payload.get("items") or []:
-                click.echo(f"    {entry.get('content')}")
+            click.echo(f"    {item.retain.content}")
 
 
 @outbox.command()

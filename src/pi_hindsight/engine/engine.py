@@ -1,10 +1,18 @@
-"""The memory engine: host-neutral. A request arrives with its text and session id; a completed
-turn arrives with its messages. Pi specifics live in ``hosts/``.
+"""The memory engine, host-neutral: a request arrives with its text and session id, a completed
+turn with its messages; what a host is comes in as typed facts (``HostFacts``). Hosts live in
+``hosts/``.
 
-The engine owns one session (one per sidecar): its scope (resolved once), consent, the delivery
-state of its visible context, the retain worker, and the evidence of every request. Fail open,
-never silently: every degraded outcome returns something the host shows (a notice, the status
-line), is in ``status()``, and is recorded as evidence.
+The engine is a thin facade over named collaborators, one session per engine:
+
+- ``sessions.Session`` — the session's scope (resolved once), consent, its visible context;
+- ``delivery.Deliverer`` — one request's memory: query, parallel recall and memo, the block;
+- ``recording.EvidenceRecorder`` — the evidence ledger, with R-EVID-5's failure policy;
+- ``retaining.Retainer`` — turns and notes into the durable outbox, and the retain worker;
+- ``local_state.LocalState`` — the stores, used on the store thread, and their set-aside reports.
+
+Fail open, never silently: every degraded outcome returns something the host shows (a notice,
+the status line), is in ``status()``, and is recorded as evidence; every prepare ends in exactly
+one recorded outcome, ``error`` included. No SQLite or git call runs on the event loop.
 """
 
 from __future__ import annotations
@@ -12,29 +20,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from pi_hindsight.backend.records import MemoryBackend
 from pi_hindsight.config import LoadedConfig, Settings
+from pi_hindsight.engine import sessions
 from pi_hindsight.engine.connection import BackendFactory, HindsightConnection
 from pi_hindsight.engine.delivery import Deliverer
-from pi_hindsight.engine.retain_worker import RetainWorker
-from pi_hindsight.engine.scope import (
-    Scope,
-    ScopeResolution,
-    register_location,
-    resolve_scope,
+from pi_hindsight.engine.local_state import LocalState, with_catalog_hint
+from pi_hindsight.engine.recording import EvidenceRecorder
+from pi_hindsight.engine.retaining import Retainer
+from pi_hindsight.engine.scope import Scope
+from pi_hindsight.engine.sessions import Session
+from pi_hindsight.engine.status import (
+    BackendStatus,
+    ConfigStatus,
+    EngineStatus,
+    RecallStatus,
+    ScopeStatus,
+    evidence_status,
+    identity_fields,
+    outbox_status,
 )
-from pi_hindsight.engine.status import engine_status
-from pi_hindsight.engine.transcript import RetainText, ToolPolicy, render_turn
 from pi_hindsight.engine.types import (
     CompletedTurn,
-    ConsentQuestion,
     Delivery,
     DeliveryDetails,
     HostFacts,
@@ -45,14 +55,10 @@ from pi_hindsight.engine.types import (
     UserRequest,
     VisibleContext,
 )
-from pi_hindsight.errors import NoSession, PiHindsightError, StateError
+from pi_hindsight.errors import NoSession, PiHindsightError
 from pi_hindsight.identity import resolve_identity
-from pi_hindsight.redaction import redact
 from pi_hindsight.stores.catalog import Catalog
-from pi_hindsight.stores.evidence import EvidenceLedger
-from pi_hindsight.stores.evidence_schema import MemoInfo
-from pi_hindsight.stores.outbox import Outbox
-from pi_hindsight.stores.set_aside import SetAsideRecord, catalog_hint, describe
+from pi_hindsight.stores.runner import run_store
 
 logger = logging.getLogger(__name__)
 
@@ -61,44 +67,9 @@ ConfigLoader = Callable[[Path | None], LoadedConfig]  # project root -> effectiv
 ContextReader = Callable[[str | None, int], VisibleContext | None]
 
 
-@dataclass
-class _Session:
-    info: SessionInfo
-    resolution: ScopeResolution | None = None
-    scope: Scope | None = None  # the registered scope, bank resolved for this session
-    off_reason: str | None = None
-    declined: bool = False
-    memory: VisibleContext = field(default_factory=VisibleContext)
-
-
 def _config_notices(config: LoadedConfig) -> list[Notice]:
     """Config warnings for the host; info-level notes (legacy keys migrated) stay in status."""
     return [Notice("warning", text) for text in config.notices()]
-
-
-def _consent_question(cwd: Path, resolution: ScopeResolution) -> ConsentQuestion:
-    proposed = resolution.proposed
-    where = f"bank {proposed.bank_id}, tags {', '.join(proposed.tags)}"
-    known = resolution.known_elsewhere
-    if known is not None:
-        elsewhere = ", ".join(known.locations) or "another location"
-        message = (
-            f"{cwd} is a new location of project {proposed.project_id}, which has memory at "
-            f"{elsewhere} ({where}). Use the same memory here? Conversations here will be "
-            "retained in that scope and recalled in later sessions. Nothing is sent until you "
-            "agree."
-        )
-    else:
-        message = (
-            f"{cwd} is not registered for memory. Register project {proposed.project_id} "
-            f"({where})? Conversations here will be retained in Hindsight and recalled in later "
-            "sessions. Nothing is sent until you agree."
-        )
-    return ConsentQuestion(title="Turn on Hindsight memory here?", message=message)
-
-
-def _register_hint(cwd: Path) -> str:
-    return f"run `pi-hindsight scope register {cwd}` (or answer the consent prompt in Pi)"
 
 
 class MemoryEngine:
@@ -111,6 +82,7 @@ class MemoryEngine:
         backend_factory: BackendFactory,
         base_url_resolver: Callable[[Settings], str | None],
         context_reader: ContextReader | None = None,
+        retain_in_background: bool = True,
     ) -> None:
         self.host = host
         self.state_dir = state_dir
@@ -120,202 +92,19 @@ class MemoryEngine:
         self.connection = HindsightConnection(backend_factory, base_url_resolver)
         self._deliverer = Deliverer(self.connection)
         self._read_context = context_reader
-        self._session: _Session | None = None
-        self._catalog: Catalog | None = None
-        self._outbox: Outbox | None = None
-        self._evidence: EvidenceLedger | None = None
-        self._evidence_error: str | None = None
-        self._worker: RetainWorker | None = None
-        self._worker_task: asyncio.Task[None] | None = None
-        self._last_outcome: Outcome | None = None
-        self._last_reason: str | None = None
-        self._retain_lock = asyncio.Lock()
-        self._reported: set[str] = set()  # set-aside events already shown in this session
-
-    # -- stores ----------------------------------------------------------------------------
-
-    def catalog(self) -> Catalog:
-        if self._catalog is None:
-            self._catalog = Catalog(self.state_dir)
-        return self._catalog
-
-    def outbox(self) -> Outbox:
-        if self._outbox is None:
-            self._outbox = Outbox(self.state_dir)
-        return self._outbox
-
-    def _open_evidence(self) -> tuple[Notice, ...]:
-        """Open the ledger when evidence is on; a failure warns and the conversation goes on."""
-        settings = self.settings.evidence
-        if not settings.enabled or self._evidence is not None:
-            return ()
-        try:
-            self._evidence = EvidenceLedger(
-                self.state_dir, retention_days=settings.retention_days, cap_bytes=settings.cap_bytes
-            )
-        except StateError as error:
-            return self._evidence_failed(error)
-        return ()  # a ledger set aside while opening is reported by _set_aside_notices
-
-    def _evidence_failed(self, error: PiHindsightError) -> tuple[Notice, ...]:
-        """R-EVID-5: a failure to record never stops the conversation; warn once, show in status."""
-        first = self._evidence_error is None
-        self._evidence_error = str(error)
-        logger.warning("evidence not recorded: %s", error)
-        if not first:
-            return ()
-        return (Notice("warning", f"evidence is not being recorded: {error.describe()}"),)
-
-    def _record(self, request: UserRequest, delivery: Delivery) -> tuple[Notice, ...]:
-        if self._evidence is None:
-            return ()
-        session = self._session
-        details = delivery.details
-        memo = details.memo
-        try:
-            self._evidence.record_prepared(
-                request.request_id,
-                outcome=delivery.outcome,
-                session_id=request.session_id,
-                scope_id=details.scope_id,
-                bank_ids=details.bank_ids,
-                session_file=session.info.session_file if session else None,
-                reason=delivery.reason,
-                body=delivery.text,
-                record_ids=details.record_ids,
-                omitted=details.omitted.budget
-                if details.omitted is not None and delivery.outcome == "delivered"
-                else 0,
-                tokens=details.tokens,
-                recall_ms=details.recall_ms,
-                total_ms=details.total_ms,
-                memo=None if memo is None else MemoInfo(memo.memo_id, memo.refreshed_at),
-            )
-        except StateError as error:
-            return self._evidence_failed(error)
-        return ()
-
-    def _evidence_call(self, action: Callable[[EvidenceLedger], object]) -> None:
-        if self._evidence is None:
-            return
-        try:
-            action(self._evidence)
-        except StateError as error:
-            self._evidence_failed(error)
+        self._retain_in_background = retain_in_background
+        self.state = LocalState(state_dir)
+        self.recorder = EvidenceRecorder(self.state)
+        self.retainer = Retainer(self.state, host)
+        self._session: Session | None = None
 
     # -- session ---------------------------------------------------------------------------
 
-    async def open_session(self, info: SessionInfo) -> SessionView:
-        """Resolve the session's scope; start memory only for a registered location.
+    @property
+    def session(self) -> Session | None:
+        return self._session
 
-        An unregistered location gets no Hindsight client at all (R-CONSENT-1): no bank is
-        created and no connection is made until the user registers it.
-        """
-        self._session = session = _Session(info=info)
-        notices: list[Notice] = []
-        try:
-            catalog = self.catalog()  # a catalogue set aside is reported by _set_aside_notices
-            # The repository's own file may only set allowlisted keys (config_migrate.py).
-            self.config = self._config_loader(resolve_identity(info.cwd).root)
-            self.settings = self.config.settings
-            notices.extend(_config_notices(self.config))
-            session.resolution = resolve_scope(info.cwd, self.settings, catalog)
-        except PiHindsightError as error:
-            session.off_reason = f"scope could not be resolved: {error}"
-            notices.append(Notice("warning", f"memory off: {error.describe()}"))
-            notices.extend(self._set_aside_notices())
-            return self._view(tuple(notices))
-        notices.extend(Notice("warning", warning) for warning in session.resolution.warnings)
-        notices.extend(self._open_evidence())
-        self._load_context()
-        self._activate()
-        notices.extend(self._set_aside_notices())
-        return self._view(tuple(notices))
-
-    def _load_context(self) -> None:
-        """Seed what the visible context already holds (a resumed session) from the host."""
-        session = self._require_session()
-        if self._read_context is None:
-            return
-        turns = max(4, self.settings.recall.context_turns * 2)
-        loaded = self._read_context(session.info.session_file, turns)
-        if loaded is not None:
-            recent = session.memory.recent
-            session.memory = loaded
-            if not loaded.recent:
-                loaded.recent = recent
-
-    def compacted(self) -> None:
-        """After compaction only what Pi kept is visible: re-read it (memory summarised away
-        may be delivered again when relevant; old snapshots are never re-injected)."""
-        session = self._session
-        if session is None:
-            return
-        session.memory.record_ids.clear()
-        session.memory.record_keys.clear()
-        session.memory.memo_version = None
-        self._load_context()
-
-    def _activate(self) -> None:
-        """Set the session's scope (or why memory is off) from the resolution and settings."""
-        session = self._require_session()
-        resolution = session.resolution
-        session.scope = None
-        if resolution is None:
-            return
-        if not self.settings.enabled:
-            session.off_reason = "memory is disabled in the configuration (enabled: false)"
-            return
-        registered = resolution.registered
-        if registered is None:
-            declined = self.catalog().declined(resolution.identity.root)
-            session.declined = session.declined or declined is not None
-            why = "registration was declined" if session.declined else "is not registered"
-            session.off_reason = (
-                f"{session.info.cwd} {why} for memory; {_register_hint(session.info.cwd)}"
-            )
-            return
-        session.scope = Scope(
-            scope_id=registered.scope_id,
-            project_id=registered.project_id,
-            bank_id=registered.bank_for(session.info.session_id),
-            tags=registered.tags,
-        )
-        session.off_reason = None
-        self._start_worker()
-
-    async def answer_consent(self, accepted: bool) -> SessionView:
-        session = self._require_session()
-        resolution = session.resolution
-        if resolution is None:
-            return self._view((Notice("warning", "no scope to register"),))
-        if not accepted:
-            session.declined = True
-            try:
-                self.catalog().record_decline(
-                    resolution.identity.root, resolution.identity.project_id
-                )
-            except PiHindsightError as error:
-                logger.warning("could not record the declined consent: %s", error)
-            self._activate()
-            return self._view(
-                (Notice("info", f"memory stays off here; {_register_hint(session.info.cwd)}"),)
-            )
-        try:
-            scope = register_location(session.info.cwd, self.settings, self.catalog(), consent="ui")
-            session.resolution = resolve_scope(session.info.cwd, self.settings, self.catalog())
-        except PiHindsightError as error:
-            return self._view((Notice("error", f"registration failed: {error.describe()}"),))
-        session.declined = False
-        self._activate()  # may open the outbox (and set a damaged one aside): report it too
-        return self._view(
-            (
-                Notice("info", f"memory on for {scope.scope_id} (bank {scope.bank_id})"),
-                *self._set_aside_notices(),
-            )
-        )
-
-    def _require_session(self) -> _Session:
+    def _require_session(self) -> Session:
         if self._session is None:
             raise NoSession("no session: call initialize first")
         return self._session
@@ -324,27 +113,101 @@ class MemoryEngine:
         """The session's scope with its bank resolved, or None when memory is off."""
         return None if self._session is None else self._session.scope
 
-    def _view(self, notices: tuple[Notice, ...]) -> SessionView:
+    async def open_catalog(self) -> Catalog:
+        return await self.state.open_catalog()
+
+    async def open_session(self, info: SessionInfo) -> SessionView:
+        """Resolve the session's scope; start memory only for a registered location.
+
+        An unregistered location gets no Hindsight client at all (R-CONSENT-1): no bank is
+        created and no connection is made until the user registers it.
+        """
+        self._session = session = Session(info=info)
+        notices: list[Notice] = []
+        try:
+            catalog = await self.state.open_catalog()
+            # The repository's own file may only set allowlisted keys (config_raw.py).
+            root = (await asyncio.to_thread(resolve_identity, info.cwd)).root
+            self.config = await asyncio.to_thread(self._config_loader, root)
+            self.settings = self.config.settings
+            notices.extend(_config_notices(self.config))
+            session.resolution = await sessions.resolve(info.cwd, self.settings, catalog)
+        except PiHindsightError as error:
+            session.off_reason = f"scope could not be resolved: {error}"
+            notices.append(Notice("warning", f"memory off: {error.describe()}"))
+            notices.extend(await self._set_aside_notices())
+            return self._view(tuple(notices))
+        notices.extend(Notice("warning", warning) for warning in session.resolution.warnings)
+        notices.extend(await self.recorder.open(self.settings.evidence))
+        await self._load_context()
+        await self._activate()
+        notices.extend(await self._set_aside_notices())
+        return self._view(tuple(notices))
+
+    async def _load_context(self) -> None:
+        """Seed what the visible context already holds (a resumed session) from the host."""
         session = self._require_session()
-        scope = self.scope()
-        consent = None
+        if self._read_context is None:
+            return
+        turns = max(4, self.settings.recall.context_turns * 2)
+        loaded = await asyncio.to_thread(self._read_context, session.info.session_file, turns)
+        session.take_context(loaded)
+
+    async def compacted(self) -> None:
+        """After compaction only what the host kept is visible: re-read it."""
+        session = self._session
+        if session is None:
+            return
+        session.forget_delivered()
+        await self._load_context()
+
+    async def _activate(self) -> None:
+        session = self._require_session()
         resolution = session.resolution
-        if (
-            scope is None
-            and resolution is not None
-            and self.settings.enabled
-            and session.info.has_ui
-            and not session.declined
-        ):
-            consent = _consent_question(session.info.cwd, resolution)
-        return SessionView(
-            enabled=scope is not None,
-            status_line=self.status_line(),
-            notices=notices,
-            consent=consent,
-            scope=scope,
-            off_reason=session.off_reason,
+        declined = False
+        if resolution is not None and resolution.registered is None and self.settings.enabled:
+            declined = await sessions.declined_at(await self.state.open_catalog(), resolution)
+        if session.activate(self.settings, declined) is not None:
+            await self._start_worker()
+
+    async def answer_consent(self, accepted: bool) -> SessionView:
+        session = self._require_session()
+        resolution = session.resolution
+        if resolution is None:
+            return self._view((Notice("warning", "no scope to register"),))
+        catalog = await self.state.open_catalog()
+        if not accepted:
+            session.declined = True
+            try:
+                await sessions.record_decline(catalog, resolution)
+            except PiHindsightError as error:
+                logger.warning("could not record the declined consent: %s", error)
+            await self._activate()
+            hint = sessions.register_hint(session.info.cwd)
+            return self._view((Notice("info", f"memory stays off here; {hint}"),))
+        try:
+            scope = await sessions.register(session.info.cwd, self.settings, catalog)
+            session.resolution = await sessions.resolve(session.info.cwd, self.settings, catalog)
+        except PiHindsightError as error:
+            return self._view((Notice("error", f"registration failed: {error.describe()}"),))
+        session.declined = False
+        await self._activate()  # may open the outbox (and set a damaged one aside): report it
+        return self._view(
+            (
+                Notice("info", f"memory on for {scope.scope_id} (bank {scope.bank_id})"),
+                *await self._set_aside_notices(),
+            )
         )
+
+    async def _set_aside_notices(self) -> tuple[Notice, ...]:
+        notices, lost_catalog = await self.state.set_aside_notices()
+        session = self._session
+        if session is not None and session.scope is None and session.off_reason:
+            session.off_reason = with_catalog_hint(session.off_reason, lost_catalog)
+        return notices
+
+    def _view(self, notices: tuple[Notice, ...]) -> SessionView:
+        return self._require_session().view(self.settings, self.status_line(), notices)
 
     def status_line(self) -> str:
         scope = self.scope()
@@ -358,6 +221,9 @@ class MemoryEngine:
     # -- requests --------------------------------------------------------------------------
 
     async def prepare(self, request: UserRequest) -> Delivery:
+        """One request's memory. Every request ends in exactly one recorded outcome: delivered,
+        nothing found, skipped (cancelled by the host, too), backend unavailable, not
+        registered — or ``error``, when preparing failed in a way nobody foresaw."""
         session = self._session
         memory = session.memory if session else VisibleContext()
         try:
@@ -370,83 +236,64 @@ class MemoryEngine:
             )
         except asyncio.CancelledError:
             # The user aborted (or the host gave up): the request goes on without memory.
-            self._last_outcome, self._last_reason = "skipped", "cancelled by the host"
-            scope = self.scope()
-            details = DeliveryDetails(
-                request.request_id,
-                scope_id=None if scope is None else scope.scope_id,
-                bank_id=None if scope is None else scope.bank_id,
+            delivery = self._failed(
+                request, "skipped", "cancelled by the host before recall finished"
             )
-            reason = "cancelled by the host before recall finished"
-            self._record(request, Delivery("skipped", None, details, reason=reason))
+            await asyncio.shield(self._record(request, delivery))
             raise
-        self._last_outcome, self._last_reason = delivery.outcome, delivery.reason
-        return delivery.with_notices(self._record(request, delivery))
+        except Exception as error:
+            # Fail open: the request goes on without memory, and the ledger says why.
+            logger.exception("preparing memory for %s failed", request.request_id)
+            delivery = self._failed(request, "error", f"preparing memory failed: {error!r}")
+            notice = Notice("warning", f"memory unavailable for this request: {error}")
+            return delivery.with_notices((notice, *await self._record(request, delivery)))
+        return delivery.with_notices(await self._record(request, delivery))
 
-    def memory_attached(self, request_id: str) -> None:
-        self._evidence_call(lambda ledger: ledger.mark_attached(request_id))
+    def _failed(self, request: UserRequest, outcome: Outcome, reason: str) -> Delivery:
+        scope = self.scope()
+        details = DeliveryDetails(
+            request.request_id,
+            scope_id=None if scope is None else scope.scope_id,
+            bank_id=None if scope is None else scope.bank_id,
+        )
+        return Delivery(outcome, None, details, reason=reason)
 
-    def delivery_confirmed(
+    async def _record(self, request: UserRequest, delivery: Delivery) -> tuple[Notice, ...]:
+        session = self._session
+        if session is not None:
+            session.last_outcome, session.last_reason = delivery.outcome, delivery.reason
+        session_file = session.info.session_file if session else None
+        return await self.recorder.prepared(request, delivery, session_file)
+
+    async def memory_attached(self, request_id: str) -> None:
+        await self.recorder.attached(request_id)
+
+    async def delivery_confirmed(
         self, request_id: str, confirmed: bool, payload_bytes: int | None
     ) -> None:
-        if not confirmed:
-            logger.warning("memory for request %s was not in the provider payload", request_id)
-        self._evidence_call(
-            lambda ledger: ledger.mark_confirmed(request_id, confirmed, payload_bytes)
-        )
+        await self.recorder.confirmed(request_id, confirmed, payload_bytes)
 
     async def complete_turn(self, turn: CompletedTurn) -> int:
-        """Commit the request's new messages to the outbox (before any network call).
-
-        What is kept follows the retain policy and every secret found is redacted first
-        (``engine/transcript.py``); the same request id twice is stored once. Rendering and
-        redaction run in a thread (a turn can carry megabytes of tool output), one turn at a
-        time so a session's requests are committed in order.
-        """
+        """Commit the request's new messages to the outbox (before any network call)."""
         session = self._session
         if turn.memory_entry_id is not None:
-            self._evidence_call(
-                lambda ledger: ledger.mark_attached(
-                    turn.request_id, entry_id=turn.memory_entry_id, session_file=turn.session_file
-                )
+            await self.recorder.attached(
+                turn.request_id, entry_id=turn.memory_entry_id, session_file=turn.session_file
             )
         if session is not None:
-            recent = session.memory.recent
-            recent.extend(
-                (m.role, m.text)
-                for m in turn.messages
-                if m.role in ("user", "assistant") and m.text.strip()
+            session.remember_turn(
+                [
+                    (m.role, m.text)
+                    for m in turn.messages
+                    if m.role in ("user", "assistant") and m.text.strip()
+                ]
             )
-            del recent[: max(0, len(recent) - 20)]
         scope = self.scope()
         if scope is None or not self.settings.project_retain:
             return 0
-        retain = self.settings.retain
-        policy = ToolPolicy(retain.tool_calls, retain.tool_results, retain.tool_result_max_chars)
-        async with self._retain_lock:
-            text = await asyncio.to_thread(render_turn, turn.messages, policy)
-            return self._enqueue_turn(turn, scope, text)
+        return await self.retainer.turn(turn, scope, self.settings.retain)
 
-    def _enqueue_turn(self, turn: CompletedTurn, scope: Scope, text: RetainText) -> int:
-        if not text.content:
-            return 0
-        if text.redacted:
-            logger.info("redacted %d secret(s) from request %s", text.redacted, turn.request_id)
-        self._enqueue(
-            session_id=turn.session_id,
-            request_id=turn.request_id,
-            bank_id=scope.bank_id,
-            item={
-                "content": text.content,
-                "document_id": self.host.session_document(turn.session_id),
-                "tags": list(scope.tags),
-                "context": self.host.session_context(scope.project_id),
-                "update_mode": "append",
-            },
-        )
-        return 1
-
-    def enqueue_note(
+    async def enqueue_note(
         self,
         *,
         bank_id: str,
@@ -457,43 +304,17 @@ class MemoryEngine:
     ) -> str:
         """An explicit note (a memory tool's retain): redacted, durable, its own document."""
         session = self._require_session()
-        request_id = f"{kind}-{uuid.uuid4()}"
-        text = redact(content).text
-        self._enqueue(
+        return await self.retainer.note(
             session_id=session.info.session_id,
-            request_id=request_id,
             bank_id=bank_id,
-            item={
-                "content": text,
-                "document_id": self.host.note_document(request_id),
-                "tags": list(tags),
-                "context": redact(context).text if context else self.host.note_context(kind),
-                "update_mode": "replace",
-            },
+            tags=tags,
+            content=content,
+            context=context,
+            kind=kind,
         )
-        return request_id
-
-    def _enqueue(
-        self, *, session_id: str, request_id: str, bank_id: str, item: dict[str, Any]
-    ) -> None:
-        item = {
-            **item,
-            "timestamp": datetime.now(UTC).isoformat(),
-            "metadata": {
-                "source": self.host.name,
-                "session_id": session_id,
-                "request_id": request_id,
-            },
-        }
-        self.outbox().enqueue(
-            session_id=session_id, bank_id=bank_id, payload={"items": [item]}, request_id=request_id
-        )
-        if self._worker is not None:
-            self._worker.wake()
 
     def wake_worker(self) -> None:
-        if self._worker is not None:
-            self._worker.wake()
+        self.retainer.wake()
 
     def forget_memo(self) -> None:
         """The memo is being refreshed: fetch it anew next time instead of from the cache."""
@@ -515,89 +336,58 @@ class MemoryEngine:
             )
         return backend
 
-    def _start_worker(self) -> None:
-        if self._worker_task is not None:
-            return
-        try:
-            outbox = self.outbox()
-        except StateError as error:
-            logger.warning("outbox unavailable: %s", error)
-            return
-        self._worker = RetainWorker(
-            outbox, self._worker_backend, timeout_s=self.settings.timeout_ms / 1000
-        )
-        self._worker_task = asyncio.get_running_loop().create_task(self._worker.run())
-
-    def _set_aside_notices(self) -> tuple[Notice, ...]:
-        """A warning, once per session, for every store set aside (by this or any process) and
-        not yet restored or acknowledged (``set-aside.json``); a set-aside catalogue also says
-        why this location may be unregistered."""
-        record = SetAsideRecord(self.state_dir)
-        events = record.events()
-        pending = [event for event in events if event.open]
-        notices = [
-            Notice("warning", describe(event))
-            for event in pending
-            if event.event_id not in self._reported
-        ]
-        self._reported.update(event.event_id for event in pending)
-        recorded = {event.event_id for event in events}
-        for store in (self._catalog, self._outbox, self._evidence):
-            aside = None if store is None else store.set_aside
-            key = None if aside is None else aside.event_id or str(aside.moved_to)
-            if aside is not None and key not in recorded and key not in self._reported:
-                self._reported.add(str(key))  # the record could not be written: say it here
-                notices.append(
-                    Notice(
-                        "warning",
-                        f"{aside.original} could not be used ({aside.reason}); it was set aside "
-                        f"as {aside.moved_to} and a fresh one was created",
-                    )
-                )
-        session = self._session
-        lost = [event for event in pending if event.store == "catalog"]
-        if session is not None and session.scope is None and session.off_reason and lost:
-            hint = catalog_hint(lost[-1])
-            if hint not in session.off_reason:
-                session.off_reason = f"{session.off_reason}; {hint}"
-        return tuple(notices)
+    async def _start_worker(self) -> None:
+        if self._retain_in_background:
+            await self.retainer.start_worker(
+                self._worker_backend, timeout_s=self.settings.timeout_ms / 1000
+            )
 
     async def shutdown(self, bound_s: float) -> dict[str, int]:
         """Submit what is ready within ``bound_s``; the rest stays in the outbox for later."""
         deadline = time.monotonic() + bound_s
-        flushed = 0
-        if self._worker is not None:
-            try:
-                flushed = await self._worker.shutdown(deadline)
-            except StateError as error:
-                logger.warning("flush on shutdown failed: %s", error)
-            if self._worker_task is not None:
-                try:
-                    await asyncio.wait_for(
-                        self._worker_task, timeout=max(0.05, deadline - time.monotonic())
-                    )
-                except TimeoutError:
-                    logger.warning("the retain worker did not stop in time; it was cancelled")
-        pending = self._outbox.unfinished_count() if self._outbox is not None else 0
+        flushed = await self.retainer.shutdown(deadline)
+        outbox = self.state.outbox
+        pending = await run_store(outbox.unfinished_count) if outbox is not None else 0
         await self.connection.close()
-        for store in (self._catalog, self._outbox, self._evidence):
-            if store is not None:
-                store.close()
+        await self.state.close()
         return {"flushed": flushed, "pending": pending}
 
     # -- status ----------------------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
-        return engine_status(self)
-
-    @property
-    def session(self) -> _Session | None:
-        return self._session
-
-    @property
-    def last_outcome(self) -> tuple[Outcome | None, str | None]:
-        return self._last_outcome, self._last_reason
-
-    @property
-    def stores(self) -> tuple[Outbox | None, EvidenceLedger | None, str | None]:
-        return self._outbox, self._evidence, self._evidence_error
+    async def status(self) -> EngineStatus:
+        session = self._session
+        scope = self.scope()
+        settings = self.settings
+        project_id, source, bank_rule, proposed = identity_fields(
+            session.resolution if session else None, scope
+        )
+        outbox = await run_store(outbox_status, self.state.outbox)
+        evidence = await run_store(
+            evidence_status,
+            settings.evidence.enabled,
+            self.state.evidence,
+            self.recorder.last_error,
+        )
+        return EngineStatus(
+            enabled=scope is not None,
+            off_reason=session.off_reason if session else "no session",
+            profile=settings.profile,
+            project_id=project_id,
+            identity_source=source,
+            bank_rule=bank_rule,
+            proposed_scope=proposed,
+            scope=None
+            if scope is None
+            else ScopeStatus(scope.scope_id, scope.project_id, scope.bank_id, scope.tags),
+            recall=RecallStatus.of(settings),
+            retain_automatic=settings.project_retain,
+            backend=BackendStatus(
+                self.connection.created, self.connection.healthy, self.connection.last_error
+            ),
+            config=ConfigStatus.of(self.config),
+            last_outcome=session.last_outcome if session else None,
+            last_reason=session.last_reason if session else None,
+            outbox=outbox,
+            evidence=evidence,
+            set_aside=await self.state.open_set_asides(),
+        )

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import random
@@ -42,6 +43,7 @@ from pi_hindsight.errors import (
     StateError,
 )
 from pi_hindsight.stores.outbox import Batch, Outbox, owner_id
+from pi_hindsight.stores.runner import run_store
 
 logger = logging.getLogger(__name__)
 
@@ -77,34 +79,24 @@ def compose(batch: Batch) -> list[RetainItem]:
 
     A one-item batch is sent as enqueued. Several items (consecutive requests of one session, to
     one document) become one item whose content is their turn arrays concatenated in order —
-    exactly what successive appends would have stored — because an async retain rejects two
-    items with the same document id.
+    exactly what successive appends would have stored (ADR 0004) — because an async retain
+    rejects two items with the same document id.
     """
-    entries = [entry for item in batch.items for entry in item.payload["items"]]
-    if len(entries) > 1:
-        first = entries[0]
-        turns: list[Any] = []
-        for entry in entries:
-            parsed = json.loads(entry["content"])
-            turns.extend(parsed if isinstance(parsed, list) else [parsed])
-        metadata = dict(first.get("metadata") or {})
-        request_ids = [(entry.get("metadata") or {}).get("request_id") for entry in entries]
-        metadata.pop("request_id", None)
-        metadata["request_ids"] = ",".join(str(rid) for rid in request_ids if rid)
-        entries = [
-            {**first, "content": json.dumps(turns, ensure_ascii=False), "metadata": metadata}
-        ]
+    items = [item.retain for item in batch.items]
+    if len(items) <= 1:
+        return items
+    first = items[0]
+    turns: list[Any] = []
+    for item in items:
+        parsed = json.loads(item.content)
+        turns.extend(parsed if isinstance(parsed, list) else [parsed])
+    metadata = {key: value for key, value in first.metadata.items() if key != "request_id"}
+    request_ids = [item.metadata.get("request_id") for item in items]
+    metadata["request_ids"] = ",".join(rid for rid in request_ids if rid)
     return [
-        RetainItem(
-            content=entry["content"],
-            document_id=entry["document_id"],
-            tags=tuple(entry["tags"]),
-            timestamp=entry.get("timestamp"),
-            context=entry.get("context"),
-            metadata={str(k): str(v) for k, v in (entry.get("metadata") or {}).items()},
-            update_mode=entry.get("update_mode", "append"),
+        dataclasses.replace(
+            first, content=json.dumps(turns, ensure_ascii=False), metadata=metadata
         )
-        for entry in entries
     ]
 
 
@@ -179,11 +171,11 @@ class RetainWorker:
 
         Survives store and backend errors: log, note them, and go on.
         """
-        self._recover()
+        await self._recover()
         recovered_at = time.monotonic()
         while not self.stopping:
             if time.monotonic() - recovered_at > _RECOVER_EVERY_S:
-                self._recover()  # another sidecar may have crashed meanwhile
+                await self._recover()  # another sidecar may have crashed meanwhile
                 recovered_at = time.monotonic()
             if self.offline_reason is not None:
                 await self._probe()
@@ -192,20 +184,20 @@ class RetainWorker:
             if pause > 0:
                 await self._sleep(pause)
                 continue
-            claimed = self._claim(self.concurrency - len(self._tasks))
+            claimed = await self._claim(self.concurrency - len(self._tasks))
             for batch in claimed:
                 task = asyncio.create_task(self._deliver(batch))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
             if claimed:
                 continue
-            if until_empty and not self._tasks and self._nothing_left():
+            if until_empty and not self._tasks and await self._nothing_left():
                 return
             await self._wait_for_work()
 
-    def _recover(self) -> None:
+    async def _recover(self) -> None:
         try:
-            recovered = self.outbox.recover_stale_leases()
+            recovered = await run_store(self.outbox.recover_stale_leases)
         except StateError as error:
             logger.warning("outbox lease recovery failed: %s", error)
             self._note(str(error))
@@ -213,19 +205,19 @@ class RetainWorker:
         if recovered:
             logger.info("recovered %d outbox lease(s) of stopped workers", recovered)
 
-    def _claim(self, free: int) -> list[Batch]:
+    async def _claim(self, free: int) -> list[Batch]:
         if free <= 0:
             return []
         try:
-            return self.outbox.claim(self.owner, limit=free)
+            return await run_store(self.outbox.claim, self.owner, limit=free)
         except StateError as error:
             logger.warning("outbox unavailable: %s", error)
             self._note(str(error))
             return []
 
-    def _nothing_left(self) -> bool:
+    async def _nothing_left(self) -> bool:
         try:
-            return self.outbox.unfinished_count() == 0
+            return await run_store(self.outbox.unfinished_count) == 0
         except StateError as error:
             self._note(str(error))
             return False
@@ -271,17 +263,17 @@ class RetainWorker:
                 following = True
             await self._follow(backend, batch, operation_id)
         except asyncio.CancelledError:
-            self._release(batch)
+            await self._release(batch)
             raise
         except BackendError as error:
-            self._failed(batch, error, following=following)
+            await self._failed(batch, error, following=following)
         except StateError as error:  # the lease expires and another worker takes over
             logger.warning("outbox update for batch %s failed: %s", batch.batch_id, error)
             self._note(str(error))
         except Exception as error:  # a bug: log it; retry within the failure budget, then dead
             logger.exception("retain batch %s failed unexpectedly", batch.batch_id)
             try:
-                self._retry_or_die(batch, f"internal error: {error!r}")
+                await self._retry_or_die(batch, f"internal error: {error!r}")
             except StateError as store_error:  # the lease expires and another worker takes over
                 self._note(str(store_error))
 
@@ -294,7 +286,7 @@ class RetainWorker:
             run_async=True,
         )
         operation_id = accepted.operation_id or batch.idempotency_key
-        self.outbox.mark_submitted(batch.batch_id, self.owner, operation_id)
+        await run_store(self.outbox.mark_submitted, batch.batch_id, self.owner, operation_id)
         self.stats.submitted += len(batch.items)
         return operation_id
 
@@ -305,33 +297,33 @@ class RetainWorker:
                 batch.bank_id, operation_id, timeout=self.timeout_s
             )
             if status.state == "completed":
-                self.outbox.mark_done(batch.batch_id, self.owner)
+                await run_store(self.outbox.mark_done, batch.batch_id, self.owner)
                 self.stats.confirmed += len(batch.items)
                 return
             if status.state in ("failed", "cancelled"):
                 message = f"operation {operation_id} {status.state}"
                 if status.error_message:
                     message += f": {status.error_message}"
-                self._retry_or_die(batch, message, new_generation=True)
+                await self._retry_or_die(batch, message, new_generation=True)
                 return
             if status.state == "not_found":
-                self._dead(
+                await self._dead(
                     batch,
                     f"Hindsight no longer knows operation {operation_id} (deleted or pruned); "
                     "it cannot be confirmed — `pi-hindsight outbox retry` sends it again",
                 )
                 return
             if self.stopping:
-                self._release(batch)
+                await self._release(batch)
                 return
-            self.outbox.renew(batch.batch_id, self.owner)
+            await run_store(self.outbox.renew, batch.batch_id, self.owner)
             await self._sleep(delay, wakeable=False)
             delay = min(delay * 1.5, 1.0)
 
-    def _failed(self, batch: Batch, error: BackendError, *, following: bool) -> None:
+    async def _failed(self, batch: Batch, error: BackendError, *, following: bool) -> None:
         self._note(str(error))
         if isinstance(error, BackendRejected):
-            self._dead(batch, str(error))
+            await self._dead(batch, str(error))
             return
         if isinstance(error, BackendMalformed):
             # Not Hindsight's answer (a proxy, another server): the server's fault, not the
@@ -341,32 +333,36 @@ class RetainWorker:
             logger.warning(
                 "unexpected answer from Hindsight; retain pauses %.1fs: %s", delay, error
             )
-            self._later(batch, str(error), delay, following=following)
+            await self._later(batch, str(error), delay, following=following)
             return
         if isinstance(error, BackendServerError) and error.status == 429:
             delay = self.backoff.delay(batch.attempts + 1, error.retry_after)
             self._paused_until = max(self._paused_until, time.monotonic() + delay)
             logger.info("Hindsight asked to slow down; retain pauses %.1fs", delay)
-            self._later(batch, str(error), delay, following=following)
+            await self._later(batch, str(error), delay, following=following)
             return
         if isinstance(error, BackendServerError):
             if following:  # the operation is known; only looking at it failed
-                self._later(batch, str(error), self.backoff.delay(1), following=True)
+                await self._later(batch, str(error), self.backoff.delay(1), following=True)
             else:
-                self._retry_or_die(batch, str(error), retry_after=error.retry_after)
+                await self._retry_or_die(batch, str(error), retry_after=error.retry_after)
             return
         # Unreachable (or not configured): same key, no backoff, no failure; go offline.
-        self._later(batch, str(error), 0.0, following=following)
+        await self._later(batch, str(error), 0.0, following=following)
         self._go_offline(error)
 
-    def _later(self, batch: Batch, error: str, delay: float, *, following: bool) -> None:
+    async def _later(self, batch: Batch, error: str, delay: float, *, following: bool) -> None:
         if following:
-            self.outbox.poll_later(batch.batch_id, self.owner, error=error, delay_s=delay)
+            await run_store(
+                self.outbox.poll_later, batch.batch_id, self.owner, error=error, delay_s=delay
+            )
         else:
-            self.outbox.retry_later(batch.batch_id, self.owner, error=error, delay_s=delay)
+            await run_store(
+                self.outbox.retry_later, batch.batch_id, self.owner, error=error, delay_s=delay
+            )
         self.stats.retried += 1
 
-    def _retry_or_die(
+    async def _retry_or_die(
         self,
         batch: Batch,
         error: str,
@@ -376,11 +372,12 @@ class RetainWorker:
     ) -> None:
         self._note(error)
         if batch.failures + 1 >= self.max_failures:
-            self._dead(batch, f"gave up after {batch.failures + 1} failures: {error}")
+            await self._dead(batch, f"gave up after {batch.failures + 1} failures: {error}")
             return
         delay = self.backoff.delay(batch.failures + 1, retry_after)
         logger.info("retain batch %s will retry in %.1fs: %s", batch.batch_id, delay, error)
-        self.outbox.retry_later(
+        await run_store(
+            self.outbox.retry_later,
             batch.batch_id,
             self.owner,
             error=error,
@@ -390,7 +387,7 @@ class RetainWorker:
         )
         self.stats.retried += 1
 
-    def _dead(self, batch: Batch, reason: str) -> None:
+    async def _dead(self, batch: Batch, reason: str) -> None:
         logger.warning(
             "retain batch %s (%d request(s) of session %s) dead-lettered: %s",
             batch.batch_id,
@@ -398,13 +395,13 @@ class RetainWorker:
             batch.session_id,
             reason,
         )
-        self.outbox.dead_letter(batch.batch_id, self.owner, error=reason)
+        await run_store(self.outbox.dead_letter, batch.batch_id, self.owner, error=reason)
         self.stats.dead += len(batch.items)
         self._note(reason)
 
-    def _release(self, batch: Batch) -> None:
+    async def _release(self, batch: Batch) -> None:
         try:
-            self.outbox.release(batch.batch_id, self.owner)
+            await run_store(self.outbox.release, batch.batch_id, self.owner)
         except StateError as error:  # the lease expires by itself
             logger.warning("could not release batch %s: %s", batch.batch_id, error)
 
@@ -426,8 +423,8 @@ class RetainWorker:
             await asyncio.gather(*pending, return_exceptions=True)
         while self.offline_reason is None and time.monotonic() < deadline:
             try:
-                batches = self.outbox.claim(
-                    self.owner, limit=self.concurrency, include_submitted=False
+                batches = await run_store(
+                    self.outbox.claim, self.owner, limit=self.concurrency, include_submitted=False
                 )
             except StateError as error:
                 self._note(str(error))
@@ -442,12 +439,12 @@ class RetainWorker:
             try:
                 backend = await self._backend()
                 await self._submit(backend, batch)
-                self.outbox.release(batch.batch_id, self.owner)
+                await run_store(self.outbox.release, batch.batch_id, self.owner)
             except asyncio.CancelledError:
-                self._release(batch)
+                await self._release(batch)
                 raise
             except BackendError as error:
-                self._failed(batch, error, following=False)
+                await self._failed(batch, error, following=False)
 
         tasks = [asyncio.create_task(submit_one(batch)) for batch in batches]
         _, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.monotonic()))

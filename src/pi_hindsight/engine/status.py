@@ -1,119 +1,272 @@
-"""``status()``: everything that decides what memory does for this session, never hiding a
-degraded state (backend down, outbox dead letters, evidence not recorded, config problems)."""
+"""The engine's status: everything that decides what memory does for this session, never hiding a
+degraded state (backend down, outbox dead letters, evidence not recorded, config problems, a store
+set aside). One typed shape (``EngineStatus``); ``to_json`` is its one wire form (the ``status``
+RPC method, ``--json``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH
+from pi_hindsight.config import LoadedConfig, Settings
+from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, Scope, ScopeResolution
+from pi_hindsight.engine.types import Outcome
 from pi_hindsight.errors import StateError
-from pi_hindsight.stores.set_aside import SetAsideRecord
+from pi_hindsight.stores.evidence import EvidenceLedger
+from pi_hindsight.stores.outbox import Outbox
+from pi_hindsight.stores.set_aside import SetAsideEvent
 
-if TYPE_CHECKING:
-    from pi_hindsight.engine.engine import MemoryEngine
+
+@dataclass(frozen=True)
+class ScopeStatus:
+    scope_id: str
+    project_id: str
+    bank_id: str
+    tags: tuple[str, ...]
+    tags_match: str = SCOPE_TAGS_MATCH
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scopeId": self.scope_id,
+            "projectId": self.project_id,
+            "bankId": self.bank_id,
+            "tags": list(self.tags),
+            "tagsMatch": self.tags_match,
+        }
 
 
-def _outbox_status(engine: MemoryEngine) -> dict[str, Any] | None:
-    outbox, _, _ = engine.stores
+@dataclass(frozen=True)
+class RecallStatus:
+    project: bool
+    user_bank: bool
+    user_bank_id: str | None
+    max_tokens: int
+    user_max_tokens: int
+    memo_max_tokens: int
+    request_max_tokens: int
+    timeout_ms: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> RecallStatus:
+        return cls(
+            project=settings.project_recall,
+            user_bank=settings.user_bank_active,
+            user_bank_id=settings.banks.user.bank_id if settings.user_bank_active else None,
+            max_tokens=settings.recall.max_tokens,
+            user_max_tokens=settings.user_max_tokens,
+            memo_max_tokens=settings.memo.max_tokens if settings.memo.enabled else 0,
+            request_max_tokens=settings.recall.request_max_tokens,
+            timeout_ms=settings.recall.timeout_ms,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "project": self.project,
+            "userBank": self.user_bank,
+            "userBankId": self.user_bank_id,
+            "maxTokens": self.max_tokens,
+            "userMaxTokens": self.user_max_tokens,
+            "memoMaxTokens": self.memo_max_tokens,
+            "requestMaxTokens": self.request_max_tokens,
+            "timeoutMs": self.timeout_ms,
+        }
+
+
+@dataclass(frozen=True)
+class BackendStatus:
+    contacted: bool
+    healthy: bool | None  # None: not contacted yet
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class ConfigStatus:
+    path: str
+    source: str | None
+    project_file: str | None
+    problems: tuple[str, ...]
+
+    @classmethod
+    def of(cls, config: LoadedConfig) -> ConfigStatus:
+        return cls(
+            path=str(config.path),
+            source=str(config.user_source) if config.user_source else None,
+            project_file=str(config.project_file) if config.project_file else None,
+            problems=tuple(problem.describe() for problem in config.problems),
+        )
+
+
+@dataclass(frozen=True)
+class OutboxStatus:
+    pending: int = 0
+    submitted: int = 0
+    dead: int = 0
+    oldest_pending_age_s: float | None = None
+    last_error: str | None = None
+    set_aside: tuple[str, str] | None = None  # (moved to, reason) of a file set aside here
+    error: str | None = None  # the outbox could not be read
+
+    def to_json(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"error": self.error}
+        return {
+            "pending": self.pending,
+            "submitted": self.submitted,
+            "dead": self.dead,
+            "oldestPendingAgeS": self.oldest_pending_age_s,
+            "lastError": self.last_error,
+            "setAside": None
+            if self.set_aside is None
+            else {"movedTo": self.set_aside[0], "reason": self.set_aside[1]},
+        }
+
+
+@dataclass(frozen=True)
+class EvidenceStatus:
+    enabled: bool
+    recording: bool = False
+    last_error: str | None = None
+    path: str | None = None
+    disk_bytes: int | None = None
+    cap_bytes: int | None = None
+    retention: str | None = None
+    retention_shortened: bool | None = None
+    problems: tuple[str, ...] = ()
+    opened: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        if not self.enabled:
+            return {"enabled": False}
+        data: dict[str, Any] = {
+            "enabled": True,
+            "recording": self.recording,
+            "lastError": self.last_error,
+        }
+        if self.opened:
+            data.update(
+                path=self.path,
+                diskBytes=self.disk_bytes,
+                capBytes=self.cap_bytes,
+                retention=self.retention,
+                retentionShortened=self.retention_shortened,
+                problems=list(self.problems),
+            )
+        return data
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    enabled: bool
+    off_reason: str | None
+    profile: str
+    project_id: str | None
+    identity_source: str | None
+    bank_rule: str | None
+    proposed_scope: Scope | None  # what registering would create (memory off only)
+    scope: ScopeStatus | None
+    recall: RecallStatus
+    retain_automatic: bool
+    backend: BackendStatus
+    config: ConfigStatus
+    last_outcome: Outcome | None
+    last_reason: str | None
+    outbox: OutboxStatus | None
+    evidence: EvidenceStatus
+    set_aside: tuple[SetAsideEvent, ...]  # stores set aside by any process, not yet dealt with
+
+    def to_json(self) -> dict[str, Any]:
+        proposed = self.proposed_scope
+        return {
+            "enabled": self.enabled,
+            "offReason": self.off_reason,
+            "profile": self.profile,
+            "projectId": self.project_id,
+            "identitySource": self.identity_source,
+            "bankRule": self.bank_rule,
+            "proposedScope": None
+            if proposed is None
+            else {
+                "scopeId": proposed.scope_id,
+                "bankId": proposed.bank_id,
+                "tags": list(proposed.tags),
+            },
+            "scope": None if self.scope is None else self.scope.to_json(),
+            "recall": self.recall.to_json(),
+            "retain": {"automatic": self.retain_automatic},
+            "backend": {
+                "contacted": self.backend.contacted,
+                "healthy": self.backend.healthy,
+                "lastError": self.backend.last_error,
+            },
+            "config": {
+                "path": self.config.path,
+                "source": self.config.source,
+                "projectFile": self.config.project_file,
+                "problems": list(self.config.problems),
+            },
+            "lastOutcome": self.last_outcome,
+            "lastReason": self.last_reason,
+            "outbox": None if self.outbox is None else self.outbox.to_json(),
+            "evidence": self.evidence.to_json(),
+            "setAside": [event.to_json() for event in self.set_aside],
+        }
+
+
+def outbox_status(outbox: Outbox | None) -> OutboxStatus | None:
+    """Read on the store thread (``run_store``)."""
     if outbox is None:
         return None
     try:
         health = outbox.health()
     except StateError as error:
-        return {"error": str(error)}
+        return OutboxStatus(error=str(error))
     aside = outbox.set_aside
-    return {
-        "pending": health.pending,
-        "submitted": health.submitted,
-        "dead": health.dead,
-        "oldestPendingAgeS": health.oldest_pending_age_s,
-        "lastError": health.last_error,
-        "setAside": None
-        if aside is None
-        else {"movedTo": str(aside.moved_to), "reason": aside.reason},
-    }
+    return OutboxStatus(
+        pending=health.pending,
+        submitted=health.submitted,
+        dead=health.dead,
+        oldest_pending_age_s=health.oldest_pending_age_s,
+        last_error=health.last_error,
+        set_aside=None if aside is None else (str(aside.moved_to), aside.reason),
+    )
 
 
-def _evidence_status(engine: MemoryEngine) -> dict[str, Any]:
-    _, ledger, error = engine.stores
-    settings = engine.settings.evidence
-    if not settings.enabled:
-        return {"enabled": False}
-    data: dict[str, Any] = {"enabled": True, "recording": error is None, "lastError": error}
+def evidence_status(
+    enabled: bool, ledger: EvidenceLedger | None, last_error: str | None
+) -> EvidenceStatus:
+    """Read on the store thread (``run_store``)."""
+    if not enabled:
+        return EvidenceStatus(enabled=False)
     if ledger is None:
-        return data
+        return EvidenceStatus(enabled=True, recording=last_error is None, last_error=last_error)
     try:
         stats = ledger.stats(counts=False)
     except StateError as failure:
-        data.update(recording=False, lastError=str(failure))
-        return data
-    data.update(
+        return EvidenceStatus(enabled=True, recording=False, last_error=str(failure))
+    return EvidenceStatus(
+        enabled=True,
+        recording=last_error is None,
+        last_error=last_error,
         path=stats.path,
-        diskBytes=stats.disk_bytes,
-        capBytes=stats.cap_bytes,
+        disk_bytes=stats.disk_bytes,
+        cap_bytes=stats.cap_bytes,
         retention=stats.retention_note,
-        retentionShortened=stats.retention_shortened,
-        problems=list(stats.problems),
+        retention_shortened=stats.retention_shortened,
+        problems=tuple(stats.problems),
+        opened=True,
     )
-    return data
 
 
-def engine_status(engine: MemoryEngine) -> dict[str, Any]:
-    session = engine.session
-    scope = engine.scope()
-    settings = engine.settings
-    resolution = session.resolution if session else None
-    outcome, reason = engine.last_outcome
-    config = engine.config
-    return {
-        "enabled": scope is not None,
-        "offReason": session.off_reason if session else "no session",
-        "profile": settings.profile,
-        "projectId": resolution.identity.project_id if resolution else None,
-        "identitySource": resolution.identity.source if resolution else None,
-        "bankRule": resolution.bank_rule if resolution else None,
-        "proposedScope": None
-        if resolution is None or scope is not None
-        else {
-            "scopeId": resolution.proposed.scope_id,
-            "bankId": resolution.proposed.bank_id,
-            "tags": list(resolution.proposed.tags),
-        },
-        "scope": None
-        if scope is None
-        else {
-            "scopeId": scope.scope_id,
-            "projectId": scope.project_id,
-            "bankId": scope.bank_id,
-            "tags": list(scope.tags),
-            "tagsMatch": SCOPE_TAGS_MATCH,
-        },
-        "recall": {
-            "project": settings.project_recall,
-            "userBank": settings.user_bank_active,
-            "userBankId": settings.banks.user.bank_id if settings.user_bank_active else None,
-            "maxTokens": settings.recall.max_tokens,
-            "userMaxTokens": settings.user_max_tokens,
-            "memoMaxTokens": settings.memo.max_tokens if settings.memo.enabled else 0,
-            "requestMaxTokens": settings.recall.request_max_tokens,
-            "timeoutMs": settings.recall.timeout_ms,
-        },
-        "retain": {"automatic": settings.project_retain},
-        "backend": {
-            "contacted": engine.connection.created,
-            "healthy": engine.connection.healthy,
-            "lastError": engine.connection.last_error,
-        },
-        "config": {
-            "path": str(config.path),
-            "source": str(config.user_source) if config.user_source else None,
-            "projectFile": str(config.project_file) if config.project_file else None,
-            "problems": [problem.describe() for problem in config.problems],
-        },
-        "lastOutcome": outcome,
-        "lastReason": reason,
-        "outbox": _outbox_status(engine),
-        "evidence": _evidence_status(engine),
-        # Stores set aside by any process and not yet restored or acknowledged (`state list`).
-        "setAside": [event.to_json() for event in SetAsideRecord(engine.state_dir).open_events()],
-    }
+def identity_fields(
+    resolution: ScopeResolution | None, scope: Scope | None
+) -> tuple[str | None, str | None, str | None, Scope | None]:
+    """(project id, identity source, bank rule, proposed scope when memory is off)."""
+    if resolution is None:
+        return None, None, None, None
+    proposed = resolution.proposed if scope is None else None
+    return (
+        resolution.identity.project_id,
+        resolution.identity.source,
+        resolution.bank_rule,
+        proposed,
+    )

@@ -23,8 +23,10 @@ from pi_hindsight.backend.records import MemoryRecord
 from pi_hindsight.engine.memo import create_memo, memo_id
 from pi_hindsight.engine.render import defuse, render_record
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, USER_SCOPE_TAGS, Scope
+from pi_hindsight.engine.status import EngineStatus
 from pi_hindsight.errors import BackendError, PiHindsightError
 from pi_hindsight.redaction import redact
+from pi_hindsight.stores.runner import run_store
 
 if TYPE_CHECKING:
     from pi_hindsight.engine.engine import MemoryEngine
@@ -272,8 +274,8 @@ class MemoryTools:
     # -- actions ---------------------------------------------------------------------------
 
     async def _status(self, args: MemoryArgs) -> ToolResult:
-        status = self.engine.status()
-        details: dict[str, Any] = {"status": status}
+        status = await self.engine.status()
+        details: dict[str, Any] = {"status": status.to_json()}
         lines = [_status_summary(status)]
         if args.operation_id:
             operation = await self._memo_operation(args.operation_id)
@@ -285,7 +287,8 @@ class MemoryTools:
         """Only operations this layer requested for the current scope's memo are looked up;
         anything else is refused the same way, so nothing about other scopes leaks."""
         scope = self._scope()
-        record = self.engine.catalog().operation(operation_id)
+        catalog = await self.engine.open_catalog()
+        record = await run_store(catalog.operation, operation_id)
         if record is None or record.scope_id != scope.scope_id or record.kind != "memo-refresh":
             raise ToolInputError(
                 f"{operation_id!r} is not a startup-memo operation of this scope; only ids "
@@ -409,7 +412,9 @@ class MemoryTools:
             )
         if not operation_id:
             raise BackendError("Hindsight accepted the refresh but returned no operation id")
-        self.engine.catalog().record_operation(
+        catalog = await self.engine.open_catalog()
+        await run_store(
+            catalog.record_operation,
             operation_id=operation_id,
             scope_id=scope.scope_id,
             bank_id=scope.bank_id,
@@ -430,7 +435,7 @@ class MemoryTools:
                 f"profile {self.engine.settings.profile} has no project bank; "
                 f"use {RETAIN_GLOBAL_TOOL} for personal preferences"
             )
-        queued = self.engine.enqueue_note(
+        queued = await self.engine.enqueue_note(
             bank_id=scope.bank_id,
             tags=scope.tags,
             content=args.content or "",
@@ -489,7 +494,7 @@ class MemoryTools:
             )
         except BackendError:
             pass
-        queued = self.engine.enqueue_note(
+        queued = await self.engine.enqueue_note(
             bank_id=bank,
             tags=USER_SCOPE_TAGS,
             content=args.content,
@@ -502,30 +507,30 @@ class MemoryTools:
         )
 
 
-def _status_summary(status: dict[str, Any]) -> str:
-    if not status["enabled"]:
-        return f"Memory is off: {status['offReason']}"
-    scope = status["scope"]
-    backend = status["backend"]
-    outbox = status.get("outbox") or {}
-    evidence = status.get("evidence") or {}
+def _status_summary(status: EngineStatus) -> str:
+    scope = status.scope
+    if scope is None:
+        return f"Memory is off: {status.off_reason}"
+    backend = status.backend
     health = {
         True: "healthy",
-        False: f"unavailable ({backend['lastError']})",
+        False: f"unavailable ({backend.last_error})",
         None: "not contacted",
     }
     parts = [
-        f"scope {scope['scopeId']} in bank {scope['bankId']} "
-        f"(tags {', '.join(scope['tags'])}, exact)",
-        f"profile {status['profile']}; backend {health[backend['healthy']]}",
-        f"last request: {status['lastOutcome'] or 'none'}"
-        + (f" ({status['lastReason']})" if status.get("lastReason") else ""),
+        f"scope {scope.scope_id} in bank {scope.bank_id} (tags {', '.join(scope.tags)}, exact)",
+        f"profile {status.profile}; backend {health[backend.healthy]}",
+        f"last request: {status.last_outcome or 'none'}"
+        + (f" ({status.last_reason})" if status.last_reason else ""),
     ]
-    if "pending" in outbox:
+    outbox = status.outbox
+    if outbox is not None and outbox.error is None:
         parts.append(
-            f"outbox: {outbox['pending']} pending, {outbox['submitted']} awaiting confirmation, "
-            f"{outbox['dead']} dead"
+            f"outbox: {outbox.pending} pending, {outbox.submitted} awaiting confirmation, "
+            f"{outbox.dead} dead"
         )
-    if evidence.get("enabled"):
-        parts.append("evidence: " + ("recording" if evidence.get("recording") else "NOT recording"))
+    if status.evidence.enabled:
+        parts.append("evidence: " + ("recording" if status.evidence.recording else "NOT recording"))
+    for event in status.set_aside:
+        parts.append(f"set aside: {event.store} ({event.reason}); see `pi-hindsight state list`")
     return "\n".join(parts)

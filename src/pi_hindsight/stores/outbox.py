@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pi_hindsight.stores.outbox_restore import RestoreResult, restore_rows
+from pi_hindsight.backend.records import RetainItem
 from pi_hindsight.stores.outbox_schema import SCHEMA
 from pi_hindsight.stores.sqlite import (
     SetAside,
@@ -63,12 +64,63 @@ _HOST = socket.gethostname()
 
 
 @dataclass(frozen=True)
+class RetainRequest:
+    """One completed request (or an explicit note) to retain: what the outbox takes in."""
+
+    session_id: str
+    bank_id: str
+    item: RetainItem
+    request_id: str | None = None  # the host's request id: enqueueing it twice stores it once
+
+
+def encode_item(item: RetainItem) -> str:
+    """The stored form: a retain call's ``{"items": [...]}`` with this one item (the format of
+    every outbox file so far, so older files and ``state restore`` keep working)."""
+    entry: dict[str, Any] = {
+        "content": item.content,
+        "document_id": item.document_id,
+        "tags": list(item.tags),
+        "context": item.context,
+        "update_mode": item.update_mode,
+        "timestamp": item.timestamp,
+        "metadata": dict(item.metadata),
+    }
+    return json.dumps({"items": [entry]}, ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_item(stored: str) -> RetainItem:
+    """The stored form back (tolerant of older or partial rows: what is missing is empty)."""
+    try:
+        payload = json.loads(stored)
+    except ValueError:
+        payload = {}
+    entries = payload.get("items") if isinstance(payload, dict) else None
+    entry = entries[0] if isinstance(entries, list) and entries else {}
+    if not isinstance(entry, dict):
+        entry = {}
+    tags = entry.get("tags")
+    metadata = entry.get("metadata")
+    mode = entry.get("update_mode")
+    return RetainItem(
+        content=str(entry.get("content") or ""),
+        document_id=str(entry.get("document_id") or ""),
+        tags=tuple(str(tag) for tag in tags) if isinstance(tags, list) else (),
+        timestamp=entry.get("timestamp") if isinstance(entry.get("timestamp"), str) else None,
+        context=entry.get("context") if isinstance(entry.get("context"), str) else None,
+        metadata={str(k): str(v) for k, v in metadata.items()}
+        if isinstance(metadata, dict)
+        else {},
+        update_mode="replace" if mode == "replace" else "append",
+    )
+
+
+@dataclass(frozen=True)
 class OutboxItem:
     item_id: str
     session_id: str
     request_id: str | None
     bank_id: str
-    payload: dict[str, Any]
+    retain: RetainItem
     payload_bytes: int
     state: ItemState
     batch_id: str | None
@@ -144,7 +196,7 @@ def _item(row: sqlite3.Row) -> OutboxItem:
         session_id=row["session_id"],
         request_id=row["request_id"],
         bank_id=row["bank_id"],
-        payload=json.loads(row["payload"]),
+        retain=decode_item(row["payload"]),
         payload_bytes=row["payload_bytes"],
         state=row["state"],
         batch_id=row["batch_id"],
@@ -154,13 +206,10 @@ def _item(row: sqlite3.Row) -> OutboxItem:
     )
 
 
-def _merge_key(payload: dict[str, Any]) -> str:
+def _merge_key(stored: str) -> tuple[str, tuple[str, ...], str]:
     """Items merge into one retain item only when they go to the same document the same way."""
-    entries = payload.get("items") or [{}]
-    first = entries[0] if len(entries) == 1 else {}
-    return json.dumps(
-        [first.get("document_id"), first.get("tags"), first.get("update_mode"), len(entries)]
-    )
+    item = decode_item(stored)
+    return item.document_id, tuple(sorted(item.tags)), item.update_mode
 
 
 def _placeholders(values: Sequence[object]) -> str:
@@ -189,19 +238,13 @@ class Outbox:
 
     # -- enqueue ---------------------------------------------------------------------------
 
-    def enqueue(
-        self,
-        *,
-        session_id: str,
-        bank_id: str,
-        payload: dict[str, Any],
-        request_id: str | None = None,
-    ) -> str:
+    def enqueue(self, request: RetainRequest) -> str:
         """Durably record one completed request; returns its item id. Committed before anything
         is sent. The same (session, request id) again returns the first item's id."""
         self._follow_live_file()
         item_id = new_id()
-        encoded = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+        encoded = encode_item(request.item)
+        session_id, bank_id, request_id = request.session_id, request.bank_id, request.request_id
         now = time.time()
         with translated_errors("outbox", self.path), transaction(self._connection):
             cursor = self._connection.execute(
@@ -339,13 +382,13 @@ class Outbox:
             ).fetchall()
             members = [rows[0]["item_id"]]
             size = rows[0]["payload_bytes"]
-            key = _merge_key(json.loads(rows[0]["payload"]))
+            key = _merge_key(rows[0]["payload"])
             for row in rows[1:]:
                 size += row["payload_bytes"]
                 if (
                     size > max_bytes
                     or row["bank_id"] != rows[0]["bank_id"]
-                    or _merge_key(json.loads(row["payload"])) != key
+                    or _merge_key(row["payload"]) != key
                 ):
                     break
                 members.append(row["item_id"])

@@ -7,9 +7,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pi_hindsight.engine.engine import MemoryEngine
+from pi_hindsight.engine.status import EngineStatus
 from pi_hindsight.errors import NoSession, PiHindsightError, RpcError
 from pi_hindsight.hosts.pi.wire import CommandResult, CommandSpecWire, ConfirmRequestWire, Level
 from pi_hindsight.rpc.protocol import INVALID_PARAMS
+from pi_hindsight.stores.runner import run_store
+from pi_hindsight.stores.set_aside import describe
 
 
 def _say(text: str, level: Level = "info", status_line: str | None = None) -> CommandResult:
@@ -66,19 +69,21 @@ class PiCommands:
             return _say(f"/{name} failed: {error.describe()}", "error")
 
     async def _status(self, args: str, accepted: bool | None) -> CommandResult:
-        return _say(status_text(self.engine.status()), status_line=self.engine.status_line())
+        status = await self.engine.status()
+        return _say(status_text(status), status_line=self.engine.status_line())
 
     async def _register(self, args: str, accepted: bool | None) -> CommandResult:
-        status = self.engine.status()
-        if status["enabled"]:
-            return _say(f"already registered: {status['scope']['scopeId']}", "info")
+        status = await self.engine.status()
+        if status.scope is not None:
+            return _say(f"already registered: {status.scope.scope_id}", "info")
         if accepted is None:
-            proposed = status.get("proposedScope") or {}
+            proposed = status.proposed_scope
+            bank = None if proposed is None else proposed.bank_id
+            tags = () if proposed is None else proposed.tags
             return _ask(
                 "Register this project for Hindsight memory?",
-                f"Project {status.get('projectId')} — bank {proposed.get('bankId')}, tags "
-                f"{', '.join(proposed.get('tags', []))}. Conversations here will be "
-                "retained and recalled later.",
+                f"Project {status.project_id} — bank {bank}, tags {', '.join(tags)}. "
+                "Conversations here will be retained and recalled later.",
                 "hindsight:register",
                 args,
             )
@@ -134,10 +139,10 @@ class PiCommands:
         )
 
     async def _outbox(self, args: str, accepted: bool | None) -> CommandResult:
-        outbox = self.engine.outbox()
+        outbox = await self.engine.state.open_outbox()
         if args == "retry":
             if accepted is None:
-                dead = outbox.health().dead
+                dead = (await run_store(outbox.health)).dead
                 if not dead:
                     return _say("no dead letters to retry", "info")
                 return _ask(
@@ -148,10 +153,10 @@ class PiCommands:
                 )
             if not accepted:
                 return _say("nothing retried", "info")
-            retried = outbox.retry_dead(None)
+            retried = await run_store(outbox.retry_dead, None)
             self.engine.wake_worker()
             return _say(f"re-queued {retried} dead letter(s)", "info")
-        health = outbox.health()
+        health = await run_store(outbox.health)
         lines = [
             f"outbox: {health.pending} pending, {health.submitted} awaiting confirmation, "
             f"{health.dead} dead, {health.done} done"
@@ -165,11 +170,11 @@ class PiCommands:
         return _say("\n".join(lines), "warning" if health.dead else "info")
 
     async def _evidence(self, args: str, accepted: bool | None) -> CommandResult:
-        _, ledger, error = self.engine.stores
+        ledger = self.engine.recorder.ledger
         if ledger is None:
-            why = error or "evidence is disabled (evidence.enabled: false)"
+            why = self.engine.recorder.last_error or "evidence is disabled (evidence.enabled: false)"
             return _say(f"no evidence ledger: {why}", "warning")
-        page = ledger.list(limit=5)
+        page = await run_store(ledger.list, limit=5)
         lines = ["last requests (newest first):"]
         for record in page.records:
             attached = {True: "attached", False: "NOT attached", None: "attach ?"}[record.attached]
@@ -181,63 +186,59 @@ class PiCommands:
                 f"- {record.request_id[:8]} {record.outcome}{reason}: {record.record_count} "
                 f"memories, {attached}, {confirmed}"
             )
-        stats = ledger.stats(counts=False)
+        stats = await run_store(ledger.stats, counts=False)
         lines.append(stats.retention_note)
         lines.append("details: `pi-hindsight evidence explain ID`")
         return _say("\n".join(lines), "info")
 
 
-def status_text(status: dict[str, Any]) -> str:
+def status_text(status: EngineStatus) -> str:
     """Status at a glance: what memory does here, and exactly why when it does nothing."""
     lines: list[str] = []
-    project = f"{status.get('projectId')} (from {status.get('identitySource')})"
-    if not status["enabled"]:
-        lines.append(f"Hindsight memory is OFF: {status['offReason']}")
+    project = f"{status.project_id} (from {status.identity_source})"
+    scope = status.scope
+    if scope is None:
+        lines.append(f"Hindsight memory is OFF: {status.off_reason}")
         lines.append(f"  project: {project}")
-        proposed = status.get("proposedScope")
+        proposed = status.proposed_scope
         if proposed:
-            lines.append(
-                f"  would use: bank {proposed['bankId']}, tags {', '.join(proposed['tags'])}"
-            )
+            lines.append(f"  would use: bank {proposed.bank_id}, tags {', '.join(proposed.tags)}")
     else:
-        scope = status["scope"]
-        lines.append(f"Hindsight memory is on — profile {status['profile']}")
+        lines.append(f"Hindsight memory is on — profile {status.profile}")
         lines.append(f"  project: {project}")
-        lines.append(f"  bank:    {scope['bankId']} ({status.get('bankRule')})")
-        lines.append(f"  tags:    {', '.join(scope['tags'])} (match {scope['tagsMatch']})")
-        recall = status["recall"]
-        user = f", user bank {recall['userMaxTokens']}" if recall["userBank"] else ""
+        lines.append(f"  bank:    {scope.bank_id} ({status.bank_rule})")
+        lines.append(f"  tags:    {', '.join(scope.tags)} (match {scope.tags_match})")
+        recall = status.recall
+        user = f", user bank {recall.user_max_tokens}" if recall.user_bank else ""
         lines.append(
-            f"  recall:  project {recall['maxTokens']} tokens{user}, memo "
-            f"{recall['memoMaxTokens']}, at most {recall['requestMaxTokens']} per request"
+            f"  recall:  project {recall.max_tokens} tokens{user}, memo "
+            f"{recall.memo_max_tokens}, at most {recall.request_max_tokens} per request"
         )
-        last = status["lastOutcome"] or "no request yet"
-        if status.get("lastReason"):
-            last = f"{last} ({status['lastReason']})"
+        last: str = status.last_outcome or "no request yet"
+        if status.last_reason:
+            last = f"{last} ({status.last_reason})"
         lines.append(f"  last:    {last}")
-        lines.append(f"  retain:  {'automatic' if status['retain']['automatic'] else 'off'}")
-        backend = status["backend"]
+        lines.append(f"  retain:  {'automatic' if status.retain_automatic else 'off'}")
+        backend = status.backend
         health = {
             True: "healthy",
-            False: f"unavailable ({backend['lastError']})",
+            False: f"unavailable ({backend.last_error})",
             None: "not contacted yet",
         }
-        lines.append(f"  backend: {health[backend['healthy']]}")
-    outbox = status.get("outbox")
-    if outbox and "pending" in outbox:
+        lines.append(f"  backend: {health[backend.healthy]}")
+    outbox = status.outbox
+    if outbox is not None and outbox.error is None:
         lines.append(
-            f"  outbox:  {outbox['pending']} pending, {outbox['submitted']} awaiting confirmation, "
-            f"{outbox['dead']} dead"
+            f"  outbox:  {outbox.pending} pending, {outbox.submitted} awaiting confirmation, "
+            f"{outbox.dead} dead"
         )
-    evidence = status.get("evidence") or {}
-    if evidence.get("enabled"):
-        state = (
-            "recording"
-            if evidence.get("recording")
-            else f"NOT recording ({evidence.get('lastError')})"
-        )
-        note = f"; {evidence['retention']}" if evidence.get("retention") else ""
+    evidence = status.evidence
+    if evidence.enabled:
+        state = "recording" if evidence.recording else f"NOT recording ({evidence.last_error})"
+        note = f"; {evidence.retention}" if evidence.retention else ""
         lines.append(f"  evidence: {state}{note}")
-    for problem in status.get("config", {}).get("problems", []):
+    for problem in status.config.problems:
         lines.append(f"  config:  {problem}")
+    for event in status.set_aside:
+        lines.append(f"  set aside: [{event.event_id}] {describe(event)}")
     return "\n".join(lines)

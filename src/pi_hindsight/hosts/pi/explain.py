@@ -1,6 +1,6 @@
 """``evidence explain`` for Pi: a request's ledger record next to its conversation in Pi's
 session file (read now, never stored; the diagnosis itself is host-neutral,
-``stores/evidence_explain.py``)."""
+``stores/evidence/explain.py``)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from pi_hindsight.hosts.pi.session_file import (
     find_session_file,
     read_session,
 )
-from pi_hindsight.stores.evidence_explain import (
+from pi_hindsight.stores.evidence.explain import (
     ConversationTrace,
     Diagnosis,
     Explanation,
     diagnose,
 )
-from pi_hindsight.stores.evidence_schema import EvidenceDetail, EvidenceRecord
+from pi_hindsight.stores.evidence.schema import EvidenceDetail, EvidenceRecord
 
 _MAX_REPLY_ENTRIES = 60
 _TIME_MATCH_BEFORE_S = 5.0

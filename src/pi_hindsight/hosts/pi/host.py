@@ -154,11 +154,13 @@ class PiHost:
 
     async def confirm_delivery(self, params: dict[str, Any]) -> None:
         parsed = _validate(wire.ConfirmParams, params)
-        self.engine.delivery_confirmed(parsed.request_id, parsed.confirmed, parsed.payload_bytes)
+        await self.engine.delivery_confirmed(
+            parsed.request_id, parsed.confirmed, parsed.payload_bytes
+        )
 
     async def memory_attached(self, params: dict[str, Any]) -> None:
         parsed = _validate(wire.AttachedParams, params)
-        self.engine.memory_attached(parsed.request_id)
+        await self.engine.memory_attached(parsed.request_id)
 
     async def turn_completed(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = _validate(wire.TurnParams, params)
@@ -180,10 +182,10 @@ class PiHost:
     async def compaction(self, params: dict[str, Any]) -> None:
         parsed = _validate(wire.CompactionParams, params)
         logger.info("session compacted: %s", parsed.session_id)
-        self.engine.compacted()
+        await self.engine.compacted()
 
     async def status(self, params: dict[str, Any]) -> dict[str, Any]:
-        return self.engine.status()
+        return (await self.engine.status()).to_json()
 
     async def tool_call(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = _validate(wire.ToolCallParams, params)

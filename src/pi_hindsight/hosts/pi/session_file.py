@@ -30,7 +30,7 @@ from pi_hindsight.errors import InputFileError, StateError
 from pi_hindsight.hosts.pi.messages import readable_text, text_of
 from pi_hindsight.hosts.pi.naming import CUSTOM_TYPE
 from pi_hindsight.safe_files import SESSION_HEADER_MAX_BYTES, FileMissing, read_json_lines
-from pi_hindsight.stores.evidence_explain import TranscriptEntry
+from pi_hindsight.stores.evidence.explain import TranscriptEntry
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pi_hindsight.stores.evidence_schema import EvidenceDetail, EvidenceRecord
+from pi_hindsight.stores.evidence.schema import EvidenceDetail, EvidenceRecord
 
 Reading = Literal[
     "not_prepared", "search_miss", "delivery_exclusion", "delivered_unconfirmed", "delivered"

@@ -1,4 +1,4 @@
-"""Legacy evidence line formats → :class:`~pi_hindsight.stores.evidence_schema.LegacyRow`.
+"""Legacy evidence line formats → :class:`~pi_hindsight.stores.evidence.schema.RequestRow`.
 
 Accepted (one JSON object per line; ``docs/evidence.md`` documents every field):
 
@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, cast, get_args
 
 from pi_hindsight.safe_files import BadJson, loads_line
-from pi_hindsight.stores.evidence_schema import LegacyRow, Outcome
+from pi_hindsight.stores.evidence.schema import RequestRow, Outcome
 
 # Legacy records are a few levels deep; deeper lines are bad lines, never a RecursionError.
 LEGACY_MAX_DEPTH = 64
@@ -202,12 +202,14 @@ def _line_id(raw: bytes) -> str:
     return "legacy-" + hashlib.sha256(raw.strip()).hexdigest()[:32]
 
 
-def _from_abix5(obj: dict[str, Any], raw: bytes, at: float) -> LegacyRow | Skip:
+def _from_abix5(obj: dict[str, Any], raw: bytes, at: float) -> RequestRow | Skip:
     kind = obj.pop("type")
     operation = obj.get("operation")
     if kind == "error" and operation in (None, "recall"):
         failure = _str(obj.pop("message", None)) or _str(obj.get("stage")) or "recall failed"
-        return LegacyRow(_line_id(raw), at, "error", "abix5-log", reason=failure, meta=_meta(obj))
+        return RequestRow(
+            _line_id(raw), at, "error", "legacy:abix5-log", reason=failure, meta=_meta(obj)
+        )
     if kind != "recall":
         return Skip(f"abix5 {kind} entry (not request evidence)")
     body = _str(obj.pop("injectedText", None))
@@ -217,11 +219,11 @@ def _from_abix5(obj: dict[str, Any], raw: bytes, at: float) -> LegacyRow | Skip:
     reason: str | None = None
     if not delivered and found:
         reason = f"{found} found, none injected (filtered out)"
-    return LegacyRow(
+    return RequestRow(
         request_id=_line_id(raw),
         prepared_at=at,
         outcome="delivered" if delivered else "nothing_found",
-        fmt="abix5-log",
+        source="legacy:abix5-log",
         reason=reason,
         record_count=injected,
         body=body if delivered else None,
@@ -229,7 +231,7 @@ def _from_abix5(obj: dict[str, Any], raw: bytes, at: float) -> LegacyRow | Skip:
     )
 
 
-def _from_last_recall(obj: dict[str, Any], raw: bytes, at: float) -> LegacyRow:
+def _from_last_recall(obj: dict[str, Any], raw: bytes, at: float) -> RequestRow:
     blocks = [block for block in obj.pop("blocks", []) if isinstance(block, dict)]
     failures = [item for item in obj.pop("failures", []) or [] if isinstance(item, dict)]
     failed = _int(obj.pop("failed", 0)) or 0
@@ -250,11 +252,11 @@ def _from_last_recall(obj: dict[str, Any], raw: bytes, at: float) -> LegacyRow:
     for block in blocks:  # the block queries are conversation-derived: keep a hash only
         if isinstance(block.get("query"), str):
             obj.setdefault("query", block["query"])
-    return LegacyRow(
+    return RequestRow(
         request_id=_line_id(raw),
         prepared_at=at,
         outcome=outcome,
-        fmt="luxus-last-recall",
+        source="legacy:luxus-last-recall",
         reason=errors or None,
         bank_ids=banks,
         record_count=count,
@@ -264,7 +266,7 @@ def _from_last_recall(obj: dict[str, Any], raw: bytes, at: float) -> LegacyRow:
     )
 
 
-def _from_v1(obj: dict[str, Any], raw: bytes, at: float) -> LegacyRow | Bad:
+def _from_v1(obj: dict[str, Any], raw: bytes, at: float) -> RequestRow | Bad:
     request_id = _str(_pick(obj, "request_id")) or _line_id(raw)
     status = _str(_pick(obj, "outcome"))
     body = _pick(obj, "body")
@@ -279,11 +281,11 @@ def _from_v1(obj: dict[str, Any], raw: bytes, at: float) -> LegacyRow | Bad:
     attached = _pick(obj, "attached")
     confirmed = _pick(obj, "confirmed")
     record_ids = _strings(_pick(obj, "record_ids"))
-    return LegacyRow(
+    return RequestRow(
         request_id=request_id,
         prepared_at=at,
         outcome=cast(Outcome, outcome),
-        fmt="pi-hindsight-v1",
+        source="legacy:pi-hindsight-v1",
         reason=_str(_pick(obj, "reason")),
         scope_id=_str(_pick(obj, "scope_id")),
         bank_ids=_strings(_pick(obj, "bank_ids")),
@@ -304,7 +306,7 @@ def _from_v1(obj: dict[str, Any], raw: bytes, at: float) -> LegacyRow | Bad:
     )
 
 
-def parse_line(raw: bytes, *, not_before: float) -> LegacyRow | Skip | Bad:
+def parse_line(raw: bytes, *, not_before: float) -> RequestRow | Skip | Bad:
     """One legacy line (or document item, as bytes of JSON) → a row, a skip or a bad line."""
     try:
         obj = loads_line(raw, max_depth=LEGACY_MAX_DEPTH)
@@ -313,11 +315,11 @@ def parse_line(raw: bytes, *, not_before: float) -> LegacyRow | Skip | Bad:
     return parse_object(obj, raw, not_before=not_before)
 
 
-def parse_object(obj: object, raw: bytes, *, not_before: float) -> LegacyRow | Skip | Bad:
+def parse_object(obj: object, raw: bytes, *, not_before: float) -> RequestRow | Skip | Bad:
     if not isinstance(obj, dict):
         return Bad(f"not a JSON object but {type(obj).__name__}")
     obj = dict(obj)
-    convert: Callable[[dict[str, Any], bytes, float], LegacyRow | Skip | Bad]
+    convert: Callable[[dict[str, Any], bytes, float], RequestRow | Skip | Bad]
     if "ts" in obj and obj.get("type") in _ABIX5_TYPES:
         at, convert = _epoch(obj.pop("ts")), _from_abix5
     elif isinstance(obj.get("blocks"), list):
@@ -328,5 +330,5 @@ def parse_object(obj: object, raw: bytes, *, not_before: float) -> LegacyRow | S
         return Bad("no readable timestamp")
     if at < not_before:
         return Skip("older than the retention period")
-    row: LegacyRow | Skip | Bad = convert(obj, raw, at)
+    row: RequestRow | Skip | Bad = convert(obj, raw, at)
     return row

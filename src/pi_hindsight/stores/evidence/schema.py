@@ -273,13 +273,15 @@ class LegacySource:
 
 
 @dataclass(frozen=True)
-class LegacyRow:
-    """One legacy evidence line, normalised (see ``evidence_legacy``)."""
+class RequestRow:
+    """One request's record as it is stored: prepared live by the engine (``source`` "live"),
+    or imported from a legacy evidence line (``source`` "legacy:<format>",
+    ``legacy/evidence_formats.py``)."""
 
     request_id: str
     prepared_at: float
     outcome: Outcome
-    fmt: str
+    source: str
     reason: str | None = None
     scope_id: str | None = None
     bank_ids: tuple[str, ...] = ()
@@ -293,10 +295,58 @@ class LegacyRow:
     tokens: int | None = None
     body: str | None = None
     record_ids: tuple[str, ...] = ()
+    memo: MemoInfo | None = None
     attached: bool | None = None
     confirmed: bool | None = None
     payload_bytes: int | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def legacy_format(self) -> str | None:
+        return self.source.removeprefix("legacy:") if self.source.startswith("legacy:") else None
+
+
+@dataclass(frozen=True)
+class PreparedRecord:
+    """What the engine records for one request when memory was prepared (or why not): the
+    ledger's input. ``body`` is the memory text actually handed to the host (delivered only)."""
+
+    request_id: str
+    outcome: Outcome
+    session_id: str | None
+    scope_id: str | None = None
+    bank_ids: tuple[str, ...] = ()
+    session_file: str | None = None
+    reason: str | None = None
+    body: str | None = None
+    record_ids: tuple[str, ...] = ()
+    omitted: int = 0
+    tokens: int | None = None
+    recall_ms: float | None = None
+    total_ms: float | None = None
+    memo: MemoInfo | None = None
+    prepared_at: float | None = None
+
+    def row(self, now: float) -> RequestRow:
+        return RequestRow(
+            request_id=self.request_id,
+            prepared_at=now if self.prepared_at is None else self.prepared_at,
+            outcome=self.outcome,
+            source="live",
+            reason=self.reason,
+            scope_id=self.scope_id,
+            bank_ids=tuple(self.bank_ids),
+            session_id=self.session_id,
+            session_file=self.session_file,
+            recall_ms=self.recall_ms,
+            total_ms=self.total_ms,
+            record_count=len(self.record_ids),
+            omitted=self.omitted,
+            tokens=self.tokens,
+            body=self.body,
+            record_ids=tuple(self.record_ids),
+            memo=self.memo,
+        )
 
 
 @dataclass(frozen=True)
@@ -400,82 +450,32 @@ def source_json(source: LegacySource) -> dict[str, Any]:
     }
 
 
-def request_params(
-    *,
-    request_id: str,
-    prepared_at: float,
-    outcome: str,
-    source: str,
-    reason: str | None = None,
-    scope_id: str | None = None,
-    bank_ids: Sequence[str] = (),
-    session_id: str | None = None,
-    session_file: str | None = None,
-    entry_id: str | None = None,
-    recall_ms: float | None = None,
-    total_ms: float | None = None,
-    record_count: int = 0,
-    omitted: int = 0,
-    tokens: int | None = None,
-    body: str | None = None,
-    record_ids: Sequence[str] = (),
-    memo: MemoInfo | None = None,
-    attached: bool | None = None,
-    confirmed: bool | None = None,
-    payload_bytes: int | None = None,
-    meta: Mapping[str, Any] | None = None,
-) -> tuple[object, ...]:
+def request_params(row: RequestRow) -> tuple[object, ...]:
     """Parameters for :data:`INSERT_REQUEST`, in its column order."""
     return (
-        str(request_id),
-        float(prepared_at),
-        outcome,
-        reason,
-        scope_id,
-        json.dumps([str(bank) for bank in bank_ids]),
-        session_id,
-        session_file,
-        entry_id,
-        recall_ms,
-        total_ms,
-        int(record_count),
-        int(omitted),
-        tokens,
-        0 if body is None else len(body.encode()),
-        json.dumps([str(record) for record in record_ids]),
-        None if memo is None else memo.memo_id,
-        None if memo is None else memo.refreshed_at,
-        None if attached is None else int(attached),
-        None if confirmed is None else int(confirmed),
-        payload_bytes,
-        source,
-        json.dumps(dict(meta), ensure_ascii=False, default=str) if meta else None,
-    )
-
-
-def legacy_params(row: LegacyRow) -> tuple[object, ...]:
-    return request_params(
-        request_id=row.request_id,
-        prepared_at=row.prepared_at,
-        outcome=row.outcome,
-        source=f"legacy:{row.fmt}",
-        reason=row.reason,
-        scope_id=row.scope_id,
-        bank_ids=row.bank_ids,
-        session_id=row.session_id,
-        session_file=row.session_file,
-        entry_id=row.entry_id,
-        recall_ms=row.recall_ms,
-        total_ms=row.total_ms,
-        record_count=row.record_count,
-        omitted=row.omitted,
-        tokens=row.tokens,
-        body=row.body,
-        record_ids=row.record_ids,
-        attached=row.attached,
-        confirmed=row.confirmed,
-        payload_bytes=row.payload_bytes,
-        meta=row.meta,
+        str(row.request_id),
+        float(row.prepared_at),
+        row.outcome,
+        row.reason,
+        row.scope_id,
+        json.dumps([str(bank) for bank in row.bank_ids]),
+        row.session_id,
+        row.session_file,
+        row.entry_id,
+        row.recall_ms,
+        row.total_ms,
+        int(row.record_count),
+        int(row.omitted),
+        row.tokens,
+        0 if row.body is None else len(row.body.encode()),
+        json.dumps([str(record) for record in row.record_ids]),
+        None if row.memo is None else row.memo.memo_id,
+        None if row.memo is None else row.memo.refreshed_at,
+        None if row.attached is None else int(row.attached),
+        None if row.confirmed is None else int(row.confirmed),
+        row.payload_bytes,
+        row.source,
+        json.dumps(dict(row.meta), ensure_ascii=False, default=str) if row.meta else None,
     )
 
 

@@ -37,16 +37,17 @@ from pathlib import Path
 from typing import get_args
 
 from pi_hindsight.errors import StateError
-from pi_hindsight.stores import evidence_schema as schema
-from pi_hindsight.stores.evidence_schema import (
+from pi_hindsight.stores.evidence import schema
+from pi_hindsight.stores.evidence.schema import (
     EvidenceDetail,
     EvidencePage,
     EvidenceRecord,
     EvidenceStats,
-    LegacyRow,
     LegacySource,
     MemoInfo,
     Outcome,
+    PreparedRecord,
+    RequestRow,
     format_bytes,
 )
 from pi_hindsight.stores.sqlite import SetAside, open_store, transaction, translated_errors
@@ -60,10 +61,11 @@ __all__ = [
     "EvidenceRecord",
     "EvidenceSpaceError",
     "EvidenceStats",
-    "LegacyRow",
     "LegacySource",
     "MemoInfo",
     "Outcome",
+    "PreparedRecord",
+    "RequestRow",
 ]
 
 EVIDENCE_FILE_NAME = "evidence.sqlite"
@@ -193,60 +195,23 @@ class EvidenceLedger:
 
     # -- writes ----------------------------------------------------------------------------
 
-    def record_prepared(
-        self,
-        request_id: str,
-        *,
-        outcome: Outcome,
-        session_id: str | None,
-        scope_id: str | None = None,
-        bank_ids: Sequence[str] = (),
-        session_file: str | None = None,
-        reason: str | None = None,
-        body: str | None = None,
-        record_ids: Sequence[str] = (),
-        omitted: int = 0,
-        tokens: int | None = None,
-        recall_ms: float | None = None,
-        total_ms: float | None = None,
-        memo: MemoInfo | None = None,
-        prepared_at: float | None = None,
-    ) -> bool:
-        """Record what was prepared for one user request. ``body`` is the memory text actually
-        handed to the host (only for ``delivered``). Returns False if the id was already recorded
-        (the first record wins)."""
-        if outcome not in OUTCOMES:
-            raise StateError(f"unknown evidence outcome {outcome!r}")
+    def record_prepared(self, record: PreparedRecord) -> bool:
+        """Record what was prepared for one user request. Returns False if the id was already
+        recorded (the first record wins)."""
+        if record.outcome not in OUTCOMES:
+            raise StateError(f"unknown evidence outcome {record.outcome!r}")
+        row = record.row(time.time())
         with self._guard():
             with transaction(self._connection):
-                row = self._connection.execute(
-                    schema.INSERT_REQUEST,
-                    schema.request_params(
-                        request_id=request_id,
-                        prepared_at=time.time() if prepared_at is None else prepared_at,
-                        outcome=outcome,
-                        reason=reason,
-                        scope_id=scope_id,
-                        bank_ids=bank_ids,
-                        session_id=session_id,
-                        session_file=session_file,
-                        recall_ms=recall_ms,
-                        total_ms=total_ms,
-                        record_count=len(record_ids),
-                        omitted=omitted,
-                        tokens=tokens,
-                        body=body,
-                        record_ids=record_ids,
-                        memo=memo,
-                        source="live",
-                    ),
+                inserted = self._connection.execute(
+                    schema.INSERT_REQUEST, schema.request_params(row)
                 ).fetchone()
-                if row is not None and body is not None:
+                if inserted is not None and row.body is not None:
                     self._connection.execute(
-                        "INSERT INTO bodies (seq, body) VALUES (?, ?)", (row[0], body)
+                        "INSERT INTO bodies (seq, body) VALUES (?, ?)", (inserted[0], row.body)
                     )
             self._after_write()
-        return row is not None
+        return inserted is not None
 
     def mark_attached(
         self,
@@ -495,7 +460,7 @@ class EvidenceLedger:
                 now=time.time(),
             )
 
-    # -- legacy migration (driven by evidence_legacy) ---------------------------------------
+    # -- legacy migration (driven by legacy/evidence_import) ---------------------------------------
 
     def _legacy_sources(self) -> tuple[LegacySource, ...]:
         return tuple(
@@ -519,7 +484,7 @@ class EvidenceLedger:
             return limit - self._used_bytes(), limit
 
     def import_legacy_batch(
-        self, source: LegacySource, rows: Sequence[LegacyRow], *, limit_bytes: int
+        self, source: LegacySource, rows: Sequence[RequestRow], *, limit_bytes: int
     ) -> tuple[int, int]:
         """Insert ``rows`` and advance ``source``'s cursor in one transaction, so an interrupted
         migration resumes exactly after the last committed batch. Returns (imported, duplicates).
@@ -530,7 +495,7 @@ class EvidenceLedger:
             for row in rows:
                 inserted = self._connection.execute(
                     schema.INSERT_REQUEST,
-                    schema.legacy_params(row),
+                    schema.request_params(row),
                 ).fetchone()
                 if inserted is None:
                     continue

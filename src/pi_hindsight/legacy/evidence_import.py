@@ -24,16 +24,16 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from pi_hindsight.errors import InputFileError, StateError
-from pi_hindsight.safe_files import BadJson, loads_line, open_regular
-from pi_hindsight.stores.evidence import EvidenceLedger, EvidenceSpaceError
-from pi_hindsight.stores.evidence_formats import (
+from pi_hindsight.legacy.evidence_formats import (
     LEGACY_MAX_DEPTH,
     Bad,
     Skip,
     parse_line,
     parse_object,
 )
-from pi_hindsight.stores.evidence_schema import LegacyRow, LegacySource, format_bytes
+from pi_hindsight.safe_files import BadJson, loads_line, open_regular
+from pi_hindsight.stores.evidence import EvidenceLedger, EvidenceSpaceError
+from pi_hindsight.stores.evidence.schema import RequestRow, LegacySource, format_bytes
 
 LINE_LIMIT = 16 * 1024 * 1024
 DOCUMENT_LIMIT = 64 * 1024 * 1024
@@ -188,7 +188,7 @@ class _Migration:
         counted = known is not None and (known.next_offset > 0 or known.next_line > 0)
         self.room, self.limit = ledger.legacy_room(0 if counted else size)
         self.not_before = now - ledger.retention_days * 86_400
-        self.rows: list[LegacyRow] = []
+        self.rows: list[RequestRow] = []
         self.batch_bytes = 0
 
     def report(self, complete: bool) -> MigrationReport:
@@ -222,9 +222,9 @@ class _Migration:
             report=self.report(False),
         )
 
-    def take(self, result: LegacyRow | Skip | Bad, line: int) -> None:
-        if isinstance(result, LegacyRow):
-            self.run.seen(result.fmt)
+    def take(self, result: RequestRow | Skip | Bad, line: int) -> None:
+        if isinstance(result, RequestRow):
+            self.run.seen(result.legacy_format or result.source)
             self.rows.append(result)
             self.batch_bytes += len(result.body or "") + 512
         else:
@@ -275,7 +275,7 @@ class _Migration:
             line, offset = line + 1, after
             if raw.strip():
                 since_commit += 1
-                result: LegacyRow | Skip | Bad = Bad(f"line longer than {format_bytes(LINE_LIMIT)}")
+                result: RequestRow | Skip | Bad = Bad(f"line longer than {format_bytes(LINE_LIMIT)}")
                 if raw != _OVERLONG:
                     result = parse_line(raw, not_before=self.not_before)
                 self.take(result, line)

@@ -1,36 +1,26 @@
-"""Raw-config transformations before validation: legacy keys, unknown keys, repository files.
-
-Everything here works on plain dicts and reports what it did, so ``config migrate`` can show the
-same report that loading applies silently-but-visibly (as info notices) on every start.
-
-- Legacy keys migrate (R-CONF-4): ``banks.global``→``banks.user``, ``globalRetain``→``userRetain``,
-  ``globalQueryPreamble``→``userQueryPreamble``, ``mode: "router"``→``"explicit-only"``; a config
-  written for the TypeScript pi-hindsight extension is read and mapped, and what we do not support
-  is listed.
-- A repository file (``<repo>/.pi/hindsight.json``) may only set an allowlist of harmless keys; it
-  can never turn memory on, register anything, or change the server, credentials, banks or tags.
-"""
+"""Legacy and foreign config keys (R-CONF-4): ``banks.global``→``banks.user``,
+``globalRetain``→``userRetain``, ``globalQueryPreamble``→``userQueryPreamble``, ``mode:
+"router"``→``"explicit-only"``; a config written for the TypeScript pi-hindsight extension is read
+and mapped, and what we do not support is listed (never silently dropped)."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel
 
-from pi_hindsight.config_display import NOT_ALLOWED_IN_REPOSITORY, shown_value
-
-Level = Literal["info", "warning"]
-
-
-@dataclass(frozen=True)
-class Change:
-    key: str
-    message: str
-    level: Level = "info"
-
+from pi_hindsight.config_display import shown_value
+from pi_hindsight.config_raw import (
+    Change,
+    get_dotted,
+    has_dotted,
+    is_free_map,
+    leaf_keys,
+    pop_dotted,
+    set_dotted,
+)
 
 # Keys of the TypeScript pi-hindsight extension we read but do not support, and why.
 UNSUPPORTED: Mapping[str, str] = {
@@ -86,65 +76,12 @@ _PROFILE_NAMES: Mapping[str, str] = {
     "user": "user-only",
 }
 
-# What a repository's `.pi/hindsight.json` may set. Lowering-only keys can only make memory use
-# smaller; `retain.enabled` can only switch retain off.
-PROJECT_ALLOWED: Mapping[str, str] = {
-    "recall.maxTokens": "lower-only",
-    "recall.userMaxTokens": "lower-only",
-    "recall.budget": "any",
-    "recall.contextTurns": "lower-only",
-    "retain.enabled": "false-only",
-}
-
-
-def _get(raw: Mapping[str, Any], dotted: str) -> Any:
-    node: Any = raw
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
-def _pop(raw: dict[str, Any], dotted: str) -> Any:
-    parts = dotted.split(".")
-    node: Any = raw
-    for part in parts[:-1]:
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    if not isinstance(node, dict):
-        return None
-    return node.pop(parts[-1], None)
-
-
-def set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
-    parts = dotted.split(".")
-    node = raw
-    for part in parts[:-1]:
-        child = node.get(part)
-        if not isinstance(child, dict):
-            child = {}
-            node[part] = child
-        node = child
-    node[parts[-1]] = value
-
-
-def _has(raw: Mapping[str, Any], dotted: str) -> bool:
-    parts = dotted.split(".")
-    node: Any = raw
-    for part in parts:
-        if not isinstance(node, Mapping) or part not in node:
-            return False
-        node = node[part]
-    return True
-
 
 def _move(raw: dict[str, Any], old: str, new: str, changes: list[Change]) -> None:
-    if not _has(raw, old):
+    if not has_dotted(raw, old):
         return
-    value = _pop(raw, old)
-    if _has(raw, new):
+    value = pop_dotted(raw, old)
+    if has_dotted(raw, new):
         changes.append(Change(old, f"legacy key dropped: {new} is also set and wins", "warning"))
         return
     set_dotted(raw, new, value)
@@ -162,7 +99,7 @@ def migrate_legacy(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[Change]
     _move(data, "recall.userQueryPreamble", "userQueryPreamble", changes)
     _move(data, "hindsight.timeoutMs", "timeoutMs", changes)
     _move(data, "retain.postRetainReflect", "postRetainReflect", changes)
-    mode = _get(data, "userRetain.mode")
+    mode = get_dotted(data, "userRetain.mode")
     if mode is not None and mode != "explicit-only":
         set_dotted(data, "userRetain.mode", "explicit-only")
         reason = (
@@ -188,7 +125,9 @@ def migrate_legacy(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[Change]
             changes.append(
                 Change("profile", f"inferred {inferred!r} from the legacy bank settings")
             )
-    if _get(data, "banks.project.derive") == "manual" and _has(data, "banks.project.bankId"):
+    if get_dotted(data, "banks.project.derive") == "manual" and has_dotted(
+        data, "banks.project.bankId"
+    ):
         changes.append(
             Change("banks.project.derive", "manual bank id kept as banks.project.bankId")
         )
@@ -196,29 +135,15 @@ def migrate_legacy(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[Change]
 
 
 def _infer_profile(data: Mapping[str, Any]) -> str | None:
-    user = _get(data, "banks.user.enabled") is True
-    project = _get(data, "banks.project.enabled") is not False
-    if not _has(data, "banks"):
+    user = get_dotted(data, "banks.user.enabled") is True
+    project = get_dotted(data, "banks.project.enabled") is not False
+    if not has_dotted(data, "banks"):
         return None
     if user and project:
         return "project+user"
     if user and not project:
         return "user-only"
     return "project-only" if project else None
-
-
-def _leaf_keys(raw: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
-    for key, value in raw.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value and not _is_free_map(dotted):
-            yield from _leaf_keys(value, f"{dotted}.")
-        else:
-            yield dotted
-
-
-def _is_free_map(dotted: str) -> bool:
-    """Maps whose keys are data (paths, names), not config keys."""
-    return dotted in {"bankNaming.directoryBankMap", "projectPins", "hindsight.apiKey"}
 
 
 def _model_keys(model: type[BaseModel], prefix: str = "") -> set[str]:
@@ -238,9 +163,9 @@ def unknown_keys(raw: Mapping[str, Any], model: type[BaseModel]) -> list[Change]
     known = _model_keys(model)
     changes: list[Change] = []
     reported: set[str] = set()
-    for dotted in _leaf_keys(raw):
+    for dotted in leaf_keys(raw):
         if dotted in known or any(
-            dotted.startswith(f"{key}.") for key in known if _is_free_map(key)
+            dotted.startswith(f"{key}.") for key in known if is_free_map(key)
         ):
             continue
         reason = next(
@@ -261,62 +186,4 @@ def unknown_keys(raw: Mapping[str, Any], model: type[BaseModel]) -> list[Change]
             changes.append(Change(top, f"not supported, ignored: {reason}"))
         else:
             changes.append(Change(dotted, "unknown key, ignored (check the spelling)", "warning"))
-    return changes
-
-
-def filter_project_file(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[Change]]:
-    """Keep only allowlisted keys from a repository file; report every other key as ignored."""
-    kept: dict[str, Any] = {}
-    changes: list[Change] = []
-    for dotted in _leaf_keys(raw):
-        if dotted in PROJECT_ALLOWED:
-            set_dotted(kept, dotted, _get(raw, dotted))
-        elif not _is_empty_object(raw, dotted):
-            changes.append(
-                Change(
-                    dotted,
-                    f"{NOT_ALLOWED_IN_REPOSITORY} (only {', '.join(sorted(PROJECT_ALLOWED))})",
-                    "warning",
-                )
-            )
-    return kept, changes
-
-
-def _is_empty_object(raw: Mapping[str, Any], dotted: str) -> bool:
-    value = _get(raw, dotted)
-    return isinstance(value, Mapping) and not value
-
-
-def apply_project_limits(
-    merged: dict[str, Any], project: Mapping[str, Any], defaults: Mapping[str, Any]
-) -> list[Change]:
-    """Apply allowlisted project keys onto ``merged`` by their rule (lower-only, false-only)."""
-    changes: list[Change] = []
-    for dotted, rule in PROJECT_ALLOWED.items():
-        if not _has(project, dotted):
-            continue
-        value = _get(project, dotted)
-        current = _get(merged, dotted)
-        if current is None:
-            current = _get(defaults, dotted)
-        if rule == "lower-only":
-            if not isinstance(value, int) or isinstance(value, bool):
-                changes.append(
-                    Change(
-                        dotted, f"ignored: {shown_value(value)} is not a whole number", "warning"
-                    )
-                )
-                continue
-            if isinstance(current, int) and value > current:
-                changes.append(
-                    Change(dotted, f"ignored: a repository may only lower it ({current})")
-                )
-                continue
-        elif rule == "false-only" and value is not False:
-            changes.append(
-                Change(dotted, "ignored: a repository may only switch it off", "warning")
-            )
-            continue
-        set_dotted(merged, dotted, value)
-        changes.append(Change(dotted, f"set to {shown_value(value)} by the repository file"))
     return changes

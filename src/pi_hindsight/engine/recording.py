@@ -1,0 +1,104 @@
+"""Evidence recording, behind the one policy of R-EVID-5: a failure to record never stops the
+conversation. It is logged, it warns once (a notice for the host), and ``status`` shows it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from pi_hindsight.config import EvidenceSettings
+from pi_hindsight.engine.local_state import LocalState
+from pi_hindsight.engine.types import Delivery, Notice, UserRequest
+from pi_hindsight.errors import PiHindsightError, StateError
+from pi_hindsight.stores.evidence import EvidenceLedger, MemoInfo, PreparedRecord
+from pi_hindsight.stores.runner import run_store
+
+logger = logging.getLogger(__name__)
+
+
+def prepared_record(
+    request: UserRequest, delivery: Delivery, session_file: str | None
+) -> PreparedRecord:
+    """What the ledger keeps of one request's delivery (the body only when delivered)."""
+    details = delivery.details
+    memo = details.memo
+    omitted = details.omitted
+    return PreparedRecord(
+        request_id=request.request_id,
+        outcome=delivery.outcome,
+        session_id=request.session_id,
+        scope_id=details.scope_id,
+        bank_ids=details.bank_ids,
+        session_file=session_file,
+        reason=delivery.reason,
+        body=delivery.text,
+        record_ids=details.record_ids,
+        omitted=omitted.budget if omitted is not None and delivery.outcome == "delivered" else 0,
+        tokens=details.tokens,
+        recall_ms=details.recall_ms,
+        total_ms=details.total_ms,
+        memo=None if memo is None else MemoInfo(memo.memo_id, memo.refreshed_at),
+    )
+
+
+class EvidenceRecorder:
+    def __init__(self, state: LocalState) -> None:
+        self._state = state
+        self.last_error: str | None = None
+
+    @property
+    def ledger(self) -> EvidenceLedger | None:
+        return self._state.evidence
+
+    async def open(self, settings: EvidenceSettings) -> tuple[Notice, ...]:
+        """Open the ledger when evidence is on (a ledger set aside while opening is reported
+        with the other set-aside stores)."""
+        if not settings.enabled or self._state.evidence is not None:
+            return ()
+        try:
+            await self._state.open_evidence(settings)
+        except StateError as error:
+            return self._failed(error)
+        return ()
+
+    async def prepared(
+        self, request: UserRequest, delivery: Delivery, session_file: str | None
+    ) -> tuple[Notice, ...]:
+        record = prepared_record(request, delivery, session_file)
+        return await self._call(lambda ledger: ledger.record_prepared(record))
+
+    async def attached(
+        self, request_id: str, *, entry_id: str | None = None, session_file: str | None = None
+    ) -> tuple[Notice, ...]:
+        return await self._call(
+            lambda ledger: ledger.mark_attached(
+                request_id, entry_id=entry_id, session_file=session_file
+            )
+        )
+
+    async def confirmed(
+        self, request_id: str, confirmed: bool, payload_bytes: int | None
+    ) -> tuple[Notice, ...]:
+        if not confirmed:
+            logger.warning("memory for request %s was not in the provider payload", request_id)
+        return await self._call(
+            lambda ledger: ledger.mark_confirmed(request_id, confirmed, payload_bytes)
+        )
+
+    async def _call(self, action: Callable[[EvidenceLedger], object]) -> tuple[Notice, ...]:
+        ledger = self._state.evidence
+        if ledger is None:
+            return ()
+        try:
+            await run_store(action, ledger)
+        except StateError as error:
+            return self._failed(error)
+        return ()
+
+    def _failed(self, error: PiHindsightError) -> tuple[Notice, ...]:
+        first = self.last_error is None
+        self.last_error = str(error)
+        logger.warning("evidence not recorded: %s", error)
+        if not first:
+            return ()
+        return (Notice("warning", f"evidence is not being recorded: {error.describe()}"),)

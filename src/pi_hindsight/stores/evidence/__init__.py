@@ -1,0 +1,21 @@
+"""The evidence ledger (``evidence.sqlite``): what memory each request prepared, attached and
+confirmed (docs/evidence.md). ``ledger`` is the store, ``schema`` its tables and records,
+``explain`` the host-neutral diagnosis of one request."""
+
+from pi_hindsight.stores.evidence.ledger import (
+    EVIDENCE_FILE_NAME,
+    OUTCOMES,
+    EvidenceLedger,
+    EvidenceSpaceError,
+)
+from pi_hindsight.stores.evidence.schema import MemoInfo, PreparedRecord, RequestRow
+
+__all__ = [
+    "EVIDENCE_FILE_NAME",
+    "OUTCOMES",
+    "EvidenceLedger",
+    "EvidenceSpaceError",
+    "MemoInfo",
+    "PreparedRecord",
+    "RequestRow",
+]
