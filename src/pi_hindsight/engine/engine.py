@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pi_hindsight.backend.records import MemoryBackend
+from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.config import LoadedConfig, Settings
 from pi_hindsight.engine.connection import BackendFactory, HindsightConnection
 from pi_hindsight.engine.delivery import Deliverer, Prepared

@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pi_hindsight.backend.records import MemoryBackend, RetainItem
+from pi_hindsight.backend import MemoryBackend, RetainItem
 from pi_hindsight.errors import (
     BackendError,
     BackendMalformed,
