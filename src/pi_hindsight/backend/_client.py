@@ -176,26 +176,29 @@ class Client:
         what: str,
         bank: str,
         timeout: float,
-        fetch: Callable[[int], Awaitable[Any]],
+        listing: Callable[..., Awaitable[Any]],
         convert: Callable[[Any], R],
         *,
         field: str = "items",
+        page_size: int = PAGE,
         limit: int | None = None,
+        **query: Any,
     ) -> list[R]:
-        """Every item of a paged listing (``fetch(offset)`` reads one page), up to ``limit``."""
+        """Every item (up to ``limit``) of the paged ``listing`` of ``bank`` with ``query``."""
         found: list[R] = []
         offset = 0
         while True:
+            size = page_size if limit is None else min(limit - len(found), page_size)
             async with self.call(what, bank, timeout):
-                page = await fetch(offset)
+                page = await listing(
+                    bank, limit=size, offset=offset, _request_timeout=timeout, **query
+                )
                 items = list(getattr(page, field))
                 found.extend(convert(item) for item in items)
                 total = int(page.total)
             offset += len(items)
-            if limit is not None and len(found) >= limit:
-                return found[:limit]
-            if not items or offset >= total:
-                return found
+            if not items or offset >= total or (limit is not None and len(found) >= limit):
+                return found if limit is None else found[:limit]
 
 
 class Resource:

@@ -24,7 +24,7 @@ from hindsight_client_api.api.document_transfer_api import DocumentTransferApi
 from hindsight_client_api.api.documents_api import DocumentsApi
 from hindsight_client_api.models.update_document_request import UpdateDocumentRequest
 
-from pi_hindsight.backend._client import PAGE, Resource
+from pi_hindsight.backend._client import Resource
 from pi_hindsight.backend.records import DocumentInfo, TagsMatch
 
 
@@ -40,26 +40,24 @@ def _document(item: Any, text_length: int) -> DocumentInfo:
     )
 
 
+def _listed(item: Any) -> DocumentInfo:
+    return _document(item, item.text_length or 0)
+
+
 class Documents(Resource):
     async def list_documents(
         self, bank: str, *, tags: Sequence[str], tags_match: TagsMatch, timeout: float
     ) -> list[DocumentInfo]:
         api = self._client.api(DocumentsApi)
-
-        def page(offset: int) -> Any:
-            return api.list_documents(
-                bank,
-                tags=list(tags),
-                tags_match=tags_match,
-                limit=PAGE,
-                offset=offset,
-                _request_timeout=timeout,
-            )
-
-        def listed(item: Any) -> DocumentInfo:
-            return _document(item, item.text_length or 0)
-
-        return await self._client.collect("document listing", bank, timeout, page, listed)
+        return await self._client.collect(
+            "document listing",
+            bank,
+            timeout,
+            api.list_documents,
+            _listed,
+            tags=list(tags),
+            tags_match=tags_match,
+        )
 
     async def get_document(
         self, bank: str, document_id: str, *, timeout: float

@@ -10,7 +10,7 @@ from hindsight_client_api.models.recall_request import RecallRequest
 from hindsight_client_api.models.reflect_request import ReflectRequest
 from hindsight_client_api.models.retain_request import RetainRequest
 
-from pi_hindsight.backend._client import PAGE, Resource, built
+from pi_hindsight.backend._client import Resource, built
 from pi_hindsight.backend.protocol import Budget
 from pi_hindsight.backend.records import (
     MemoryRecord,
@@ -21,27 +21,12 @@ from pi_hindsight.backend.records import (
 )
 
 
-def _recalled(result: Any) -> MemoryRecord:
-    return MemoryRecord(
-        id=result.id,
-        text=result.text,
-        type=result.type,
-        context=result.context,
-        occurred_start=result.occurred_start,
-        occurred_end=result.occurred_end,
-        mentioned_at=result.mentioned_at,
-        document_id=result.document_id,
-        chunk_id=result.chunk_id,
-        tags=tuple(result.tags or ()),
-        source_memory_ids=tuple(result.source_fact_ids or ()),
-    )
-
-
-def _listed(item: Any) -> MemoryRecord:
+def _record(item: Any, kind: str | None, sources: Sequence[str] | None) -> MemoryRecord:
+    """A recall result or a listed memory unit (they name the type and the sources apart)."""
     return MemoryRecord(
         id=item.id,
         text=item.text or "",
-        type=item.fact_type,
+        type=kind,
         context=item.context or None,
         occurred_start=item.occurred_start,
         occurred_end=item.occurred_end,
@@ -49,8 +34,12 @@ def _listed(item: Any) -> MemoryRecord:
         document_id=item.document_id,
         chunk_id=item.chunk_id,
         tags=tuple(item.tags or ()),
-        source_memory_ids=tuple(item.source_memory_ids or ()),
+        source_memory_ids=tuple(sources or ()),
     )
+
+
+def _listed(item: Any) -> MemoryRecord:
+    return _record(item, item.fact_type, item.source_memory_ids)
 
 
 class Memories(Resource):
@@ -79,7 +68,7 @@ class Memories(Resource):
         api = self._client.api(MemoryApi)
         async with self._client.call("recall", bank, timeout):
             response = await api.recall_memories(bank, request, _request_timeout=timeout)
-            return [_recalled(result) for result in response.results]
+            return [_record(r, r.type, r.source_fact_ids) for r in response.results]
 
     async def retain(
         self,
@@ -168,22 +157,17 @@ class Memories(Resource):
         limit: int | None = 50,
     ) -> list[MemoryRecord]:
         api = self._client.api(MemoryApi)
-        window = time_field or ("created_at" if start_date or end_date else None)
-
-        def page(offset: int) -> Any:
-            return api.list_memories(
-                bank,
-                type=fact_type,
-                tags=list(tags),
-                tags_match=tags_match,
-                time_field=window,
-                start_date=start_date,
-                end_date=end_date,
-                limit=PAGE if limit is None else min(limit, PAGE),
-                offset=offset,
-                _request_timeout=timeout,
-            )
-
         return await self._client.collect(
-            "memory listing", bank, timeout, page, _listed, limit=limit
+            "memory listing",
+            bank,
+            timeout,
+            api.list_memories,
+            _listed,
+            limit=limit,
+            type=fact_type,
+            tags=list(tags),
+            tags_match=tags_match,
+            time_field=time_field or ("created_at" if start_date or end_date else None),
+            start_date=start_date,
+            end_date=end_date,
         )

@@ -11,7 +11,7 @@ from hindsight_client_api.models.mental_model_trigger_input import MentalModelTr
 from hindsight_client_api.models.refresh_mental_model_request import RefreshMentalModelRequest
 from hindsight_client_api.models.update_mental_model_request import UpdateMentalModelRequest
 
-from pi_hindsight.backend._client import PAGE, Resource, built
+from pi_hindsight.backend._client import Resource, built
 from pi_hindsight.backend.records import MentalModel, TagsMatch
 
 
@@ -59,20 +59,17 @@ class MentalModels(Resource):
         timeout: float,
     ) -> list[MentalModel]:
         api = self._client.api(MentalModelsApi)
-
-        def page(offset: int) -> Any:
-            return api.list_mental_models(
-                bank,
-                tags=list(tags) if tags is not None else None,
-                tags_match=tags_match if tags is not None else None,
-                detail="content",
-                limit=PAGE,
-                offset=offset,
-                exclude_knowledge_pages=True,
-                _request_timeout=timeout,
-            )
-
-        return await self._client.collect("mental model listing", bank, timeout, page, _model)
+        return await self._client.collect(
+            "mental model listing",
+            bank,
+            timeout,
+            api.list_mental_models,
+            _model,
+            tags=list(tags) if tags is not None else None,
+            tags_match=tags_match if tags is not None else None,
+            detail="content",
+            exclude_knowledge_pages=True,
+        )
 
     async def create_mental_model(
         self,

@@ -39,27 +39,19 @@ class Operations(Resource):
             return _status(response)
 
     async def list_operations(
-        self,
-        bank: str,
-        *,
-        state: ListedState,
-        operation_type: str | None = None,
-        timeout: float,
+        self, bank: str, *, state: ListedState, operation_type: str | None = None, timeout: float
     ) -> list[OperationStatus]:
         api = self._client.api(OperationsApi)
-
-        def page(offset: int) -> Any:
-            return api.list_operations(
-                bank,
-                status=state,
-                type=operation_type,
-                limit=_LIST_PAGE,
-                offset=offset,
-                _request_timeout=timeout,
-            )
-
         return await self._client.collect(
-            "operation listing", bank, timeout, page, _status, field="operations"
+            "operation listing",
+            bank,
+            timeout,
+            api.list_operations,
+            _status,
+            field="operations",
+            page_size=_LIST_PAGE,
+            status=state,
+            type=operation_type,
         )
 
     async def cancel_operation(self, bank: str, operation_id: str, *, timeout: float) -> None:

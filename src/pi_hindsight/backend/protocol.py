@@ -122,12 +122,7 @@ class MemoryBackend(Protocol):
     ) -> OperationStatus: ...
 
     async def list_operations(
-        self,
-        bank: str,
-        *,
-        state: ListedState,
-        operation_type: str | None = None,
-        timeout: float,
+        self, bank: str, *, state: ListedState, operation_type: str | None = None, timeout: float
     ) -> list[OperationStatus]:
         """The bank's operations in ``state`` (of one type, e.g. ``refresh_mental_model``)."""
         ...

@@ -35,17 +35,15 @@ def _directive(item: Any) -> DirectiveInfo:
 class Templates(Resource):
     async def list_directives(self, bank: str, *, timeout: float) -> list[DirectiveInfo]:
         api = self._client.api(DirectivesApi)
-
-        def page(offset: int) -> Any:
-            return api.list_directives(
-                bank,
-                active_only=False,
-                limit=_DIRECTIVE_PAGE,
-                offset=offset,
-                _request_timeout=timeout,
-            )
-
-        return await self._client.collect("directive listing", bank, timeout, page, _directive)
+        return await self._client.collect(
+            "directive listing",
+            bank,
+            timeout,
+            api.list_directives,
+            _directive,
+            page_size=_DIRECTIVE_PAGE,
+            active_only=False,
+        )
 
     async def import_template(
         self, bank: str, manifest: Mapping[str, Any], *, dry_run: bool, timeout: float

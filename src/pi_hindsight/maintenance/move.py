@@ -282,9 +282,7 @@ async def move_scope(
     deleted: list[str] = []
     if plan.method == "retag":
         for doc in pending:
-            await backend.retag_document(
-                source.bank, doc.document_id, target.tags, timeout=timeout
-            )
+            await backend.retag_document(source.bank, doc.document_id, target.tags, timeout=timeout)
             retagged.append(doc.document_id)
     else:
         to_copy = [doc.document_id for doc in pending if doc.state == "move"]
@@ -320,9 +318,7 @@ async def move_scope(
         copied=tuple(copied),
         retagged=tuple(retagged),
         deleted=tuple(deleted),
-        facts_in_target=await _facts_in(
-            backend, target, {d.document_id for d in pending}, timeout
-        ),
+        facts_in_target=await _facts_in(backend, target, {d.document_id for d in pending}, timeout),
         observations_invalidated=await _gone(backend, source, plan.observations, timeout),
         operation_ids=tuple(operations),
     )
