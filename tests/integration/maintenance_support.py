@@ -8,11 +8,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from hindsight_client_api.api.operations_api import OperationsApi
-
-from pi_hindsight.backend.hindsight import HindsightBackend
-from pi_hindsight.backend.maintenance import MaintenanceApi
-from pi_hindsight.backend.records import BankMissions, RetainItem
+from pi_hindsight.backend import BankMissions, MemoryBackend, RetainItem
 
 T = 30.0  # per-call timeout in these tests
 
@@ -21,12 +17,12 @@ def fresh_bank(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-async def create_bank(backend: HindsightBackend, bank: str) -> None:
+async def create_bank(backend: MemoryBackend, bank: str) -> None:
     await backend.create_bank(bank, BankMissions(mission=f"test bank {bank}"), timeout=T)
 
 
 async def retain_documents(
-    backend: HindsightBackend, bank: str, tags: Sequence[str], documents: dict[str, str]
+    backend: MemoryBackend, bank: str, tags: Sequence[str], documents: dict[str, str]
 ) -> None:
     """Retain each ``{document id: text}`` and wait until every retain completed."""
     operations = []
@@ -50,17 +46,15 @@ async def retain_documents(
             raise AssertionError(f"retain {operation_id} did not complete")
 
 
-async def settle(backend: HindsightBackend, *banks: str, timeout: float = 120.0) -> None:
+async def settle(backend: MemoryBackend, *banks: str, timeout: float = 120.0) -> None:
     """Until no operation (consolidation, refresh, import…) is pending or running on ``banks``."""
-    api = OperationsApi(backend.api_client)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     for bank in banks:
         while True:
             busy = 0
-            for status in ("pending", "processing"):
-                page = await api.list_operations(bank, status=status, limit=100)
-                busy += page.total
+            for state in ("pending", "processing"):
+                busy += len(await backend.list_operations(bank, state=state, timeout=T))
             if not busy:
                 break
             if loop.time() > deadline:
@@ -68,12 +62,11 @@ async def settle(backend: HindsightBackend, *banks: str, timeout: float = 120.0)
             await asyncio.sleep(0.2)
 
 
-async def snapshot(backend: HindsightBackend, bank: str) -> dict[str, Any]:
+async def snapshot(backend: MemoryBackend, bank: str) -> dict[str, Any]:
     """Config, mental models, directives, documents and memory units of ``bank``."""
-    api = MaintenanceApi(backend)
-    config = await api.bank_config(bank, timeout=T)
-    models = await api.list_mental_models(bank, tags=None, timeout=T)
-    directives = await api.list_directives(bank, timeout=T)
+    config = await backend.bank_config(bank, timeout=T)
+    models = await backend.list_mental_models(bank, tags=None, timeout=T)
+    directives = await backend.list_directives(bank, timeout=T)
     return {
         "overrides": dict(config.overrides),
         "models": sorted(
@@ -84,21 +77,18 @@ async def snapshot(backend: HindsightBackend, bank: str) -> dict[str, Any]:
     }
 
 
-async def scope_contents(
-    backend: HindsightBackend, bank: str, tags: Sequence[str]
-) -> dict[str, Any]:
+async def scope_contents(backend: MemoryBackend, bank: str, tags: Sequence[str]) -> dict[str, Any]:
     """Documents and memory units carrying exactly ``tags`` in ``bank``."""
-    api = MaintenanceApi(backend)
-    documents = await api.list_documents(bank, tags=tags, tags_match="exact", timeout=T)
-    units = await api.list_memories(bank, tags=tags, tags_match="exact", timeout=T)
+    documents = await backend.list_documents(bank, tags=tags, tags_match="exact", timeout=T)
+    units = await backend.list_memories(bank, tags=tags, tags_match="exact", timeout=T, limit=None)
     return {
         "documents": {doc.id: doc for doc in documents},
-        "facts": [u for u in units if u.fact_type != "observation"],
-        "observations": [u for u in units if u.fact_type == "observation"],
+        "facts": [u for u in units if u.type != "observation"],
+        "observations": [u for u in units if u.type == "observation"],
     }
 
 
-async def recall_text(backend: HindsightBackend, bank: str, tags: Sequence[str], query: str) -> str:
+async def recall_text(backend: MemoryBackend, bank: str, tags: Sequence[str], query: str) -> str:
     records = await backend.recall(
         bank, query, tags=tags, tags_match="exact", max_tokens=4000, timeout=T
     )

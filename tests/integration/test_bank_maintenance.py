@@ -13,7 +13,6 @@ import pytest
 from click.testing import CliRunner
 
 from pi_hindsight.backend.hindsight import HindsightBackend
-from pi_hindsight.backend.maintenance import MaintenanceApi
 from pi_hindsight.cli.main import cli
 from pi_hindsight.errors import BankNotFound, ConfigError, ScopeError
 from pi_hindsight.maintenance.mental_models import (
@@ -132,7 +131,7 @@ async def _models(backend: HindsightBackend, bank: str) -> None:
     assert await list_models(backend, bank, tags=mine, timeout=T) == ()
 
     # The startup memo is listed but never changed from here.
-    await MaintenanceApi(backend).create_mental_model(
+    await backend.create_mental_model(
         bank,
         model_id="pi-memo-0123456789abcdef01234567",
         name="memo",

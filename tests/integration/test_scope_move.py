@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from pi_hindsight.backend.hindsight import HindsightBackend
-from pi_hindsight.backend.maintenance import MaintenanceApi
 from pi_hindsight.errors import BackendUnavailable
 from pi_hindsight.maintenance.mental_models import create_model
 from pi_hindsight.maintenance.move import MoveSelection, ScopeRef, move_scope, plan_move
@@ -25,6 +24,7 @@ from tests.integration.maintenance_support import (
     scope_contents,
     settle,
 )
+from tests.plugins.scripted_backend import ScriptedBackend
 
 pytestmark = pytest.mark.server
 QUERY = "Where does the project keep its build cache?"
@@ -41,7 +41,7 @@ def _marker(text: str) -> str:
 
 
 async def _content(backend: HindsightBackend, bank: str, model_id: str) -> str:
-    model = await MaintenanceApi(backend).get_mental_model(bank, model_id, timeout=T)
+    model = await backend.get_mental_model(bank, model_id, timeout=T)
     assert model is not None
     return model.content or ""
 
@@ -103,7 +103,7 @@ def test_split_within_a_bank_moves_exactly_what_the_dry_run_said(hindsight_serve
     asyncio.run(_split_in_one_bank(hindsight_server.base_url))
 
 
-async def _merge_across_banks(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def _merge_across_banks(base_url: str) -> None:
     rng = random.Random(20261202)
     backend = HindsightBackend(base_url)
     old_bank, new_bank = fresh_bank("move-from"), fresh_bank("move-to")
@@ -137,19 +137,11 @@ async def _merge_across_banks(base_url: str, monkeypatch: pytest.MonkeyPatch) ->
         assert (await scope_contents(backend, new_bank, target.tags))["documents"] == {}
 
         # Fail halfway: the copy is made, then deleting the second source document fails.
-        real_delete = MaintenanceApi.delete_document
-        calls = {"n": 0}
-
-        async def flaky_delete(self: MaintenanceApi, bank: str, doc: str, *, timeout: float) -> int:
-            calls["n"] += 1
-            if calls["n"] == 2:
-                raise BackendUnavailable("injected: connection lost")
-            return await real_delete(self, bank, doc, timeout=timeout)
-
-        monkeypatch.setattr(MaintenanceApi, "delete_document", flaky_delete)
+        flaky = ScriptedBackend(backend)
+        flaky.fail("delete_document", BackendUnavailable("injected: connection lost"), after=1)
         with pytest.raises(BackendUnavailable):
-            await move_scope(backend, source, target, apply=True, timeout=T)
-        monkeypatch.setattr(MaintenanceApi, "delete_document", real_delete)
+            await move_scope(flaky, source, target, apply=True, timeout=T)
+        assert flaky.calls["delete_document"] == 2
 
         resumed = await plan_move(backend, source, target, timeout=T)
         assert len(resumed.documents) == 2  # one source document was already deleted
@@ -183,7 +175,5 @@ async def _merge_across_banks(base_url: str, monkeypatch: pytest.MonkeyPatch) ->
         await backend.close()
 
 
-def test_merge_into_another_bank_resumes_after_a_failure(
-    hindsight_server: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    asyncio.run(_merge_across_banks(hindsight_server.base_url, monkeypatch))
+def test_merge_into_another_bank_resumes_after_a_failure(hindsight_server: Any) -> None:
+    asyncio.run(_merge_across_banks(hindsight_server.base_url))

@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 from hindsight_client_api.models.bank_template_manifest import BankTemplateManifest
 
-from pi_hindsight.backend.maintenance import TemplateImportResult, normalise_trigger
+from pi_hindsight.backend.mental_models import normalise_trigger
+from pi_hindsight.backend.records import TemplateImportResult
 from pi_hindsight.cli.main import cli
 from pi_hindsight.errors import ConfigError
 from pi_hindsight.maintenance import render

@@ -1,10 +1,14 @@
-"""Our own types for what crosses the Hindsight boundary (cheap to import: no client here)."""
+"""Our own types for what crosses the Hindsight boundary: one frozen record per resource.
+
+Cheap to import (no official client here): the engine, maintenance, the CLI and tests use these
+without paying for the client.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 TagsMatch = Literal["any", "all", "any_strict", "all_strict", "exact"]
 # "not_found": Hindsight answers 200 with this status for an id it does not know (deleted,
@@ -12,15 +16,22 @@ TagsMatch = Literal["any", "all", "any_strict", "all_strict", "exact"]
 OperationState = Literal[
     "pending", "processing", "completed", "failed", "cancelled", "not_found", "unknown"
 ]
+ListedState = Literal["pending", "processing", "completed", "failed", "cancelled"]  # a filter
+# A bank's missions as Hindsight 1.1.0 names them in its config: ``reflect_mission`` (what the
+# bank is for; ``mission`` is its deprecated alias), ``retain_mission`` and
+# ``observations_mission``.
+MissionKey = Literal["reflect_mission", "retain_mission", "observations_mission"]
+MISSION_KEYS: tuple[MissionKey, ...] = ("reflect_mission", "retain_mission", "observations_mission")
 
 
 @dataclass(frozen=True)
 class MemoryRecord:
-    """One recalled memory, with what the response carried about its origin (R-RECALL-4)."""
+    """One memory unit (a fact, or an ``observation``), from recall or from the listing, with
+    what the answer carried about its origin (R-RECALL-4)."""
 
     id: str
     text: str
-    type: str | None = None
+    type: str | None = None  # world, experience, observation
     context: str | None = None
     occurred_start: str | None = None
     occurred_end: str | None = None
@@ -28,6 +39,7 @@ class MemoryRecord:
     document_id: str | None = None
     chunk_id: str | None = None
     tags: tuple[str, ...] = ()
+    source_memory_ids: tuple[str, ...] = ()  # an observation's source facts; empty for a fact
 
 
 @dataclass(frozen=True)
@@ -49,10 +61,14 @@ class RetainAccepted:
 
 @dataclass(frozen=True)
 class OperationStatus:
+    """An asynchronous operation (retain, refresh, export, import…) as Hindsight reports it."""
+
     operation_id: str
     state: OperationState
     operation_type: str | None
     error_message: str | None
+    mental_model_id: str | None = None  # for a mental model refresh
+    result_metadata: Mapping[str, Any] = field(default_factory=dict)  # e.g. an export's archive
 
 
 @dataclass(frozen=True)
@@ -65,8 +81,17 @@ class BankMissions:
 
 
 @dataclass(frozen=True)
+class BankConfig:
+    """A bank's resolved configuration and the keys set on the bank itself."""
+
+    bank_id: str
+    config: Mapping[str, Any]
+    overrides: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class MentalModel:
-    """A Hindsight mental model (the startup memo is one), with its refresh metadata."""
+    """A Hindsight mental model (the startup memo is one): content, refresh state, configuration."""
 
     id: str
     name: str
@@ -75,6 +100,19 @@ class MentalModel:
     last_refreshed_at: str | None
     is_stale: bool | None
     source_query: str | None = None
+    max_tokens: int | None = None
+    # Normalised: the server's defaults filled in, unset (None) fields dropped.
+    trigger: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DirectiveInfo:
+    id: str
+    name: str
+    content: str
+    priority: int
+    is_active: bool
+    tags: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -84,89 +122,25 @@ class ReflectResult:
     mental_model_ids: tuple[str, ...]
 
 
-class MemoryBackend(Protocol):
-    """What the engine needs from a Hindsight server (``HindsightBackend`` implements it)."""
+@dataclass(frozen=True)
+class TemplateImportResult:
+    """The template import endpoint's answer (a dry run only validates: ``backend/templates``)."""
 
-    base_url: str
+    dry_run: bool
+    config_applied: bool
+    mental_models_created: tuple[str, ...]
+    mental_models_updated: tuple[str, ...]
+    directives_created: tuple[str, ...]
+    directives_updated: tuple[str, ...]
+    operation_ids: tuple[str, ...]
 
-    async def close(self) -> None: ...
 
-    async def health(self, *, timeout: float) -> dict[str, Any]: ...
-
-    async def bank_exists(self, bank: str, *, timeout: float) -> bool: ...
-
-    async def create_bank(self, bank: str, missions: BankMissions, *, timeout: float) -> None: ...
-
-    async def recall(
-        self,
-        bank: str,
-        query: str,
-        *,
-        tags: Sequence[str],
-        tags_match: TagsMatch,
-        max_tokens: int,
-        timeout: float,
-        budget: Literal["low", "mid", "high"] = "mid",
-        types: Sequence[str] | None = None,
-        query_timestamp: str | None = None,
-    ) -> list[MemoryRecord]: ...
-
-    async def retain(
-        self,
-        bank: str,
-        items: Sequence[RetainItem],
-        *,
-        operation_id: str,
-        timeout: float,
-        run_async: bool = True,
-    ) -> RetainAccepted: ...
-
-    async def operation_status(
-        self, bank: str, operation_id: str, *, timeout: float
-    ) -> OperationStatus: ...
-
-    async def get_mental_model(
-        self, bank: str, model_id: str, *, timeout: float
-    ) -> MentalModel | None: ...
-
-    async def create_mental_model(
-        self,
-        bank: str,
-        *,
-        model_id: str,
-        name: str,
-        source_query: str,
-        tags: Sequence[str],
-        max_tokens: int,
-        trigger: dict[str, Any],
-        timeout: float,
-    ) -> str | None: ...
-
-    async def refresh_mental_model(self, bank: str, model_id: str, *, timeout: float) -> str: ...
-
-    async def reflect(
-        self,
-        bank: str,
-        query: str,
-        *,
-        tags: Sequence[str],
-        tags_match: TagsMatch,
-        timeout: float,
-        budget: Literal["low", "mid", "high"] = "mid",
-        max_tokens: int = 2048,
-        context: str | None = None,
-    ) -> ReflectResult: ...
-
-    async def list_memories(
-        self,
-        bank: str,
-        *,
-        tags: Sequence[str],
-        tags_match: TagsMatch,
-        timeout: float,
-        start_date: str | None = None,
-        end_date: str | None = None,
-        time_field: str | None = None,
-        fact_type: str | None = None,
-        limit: int = 50,
-    ) -> list[MemoryRecord]: ...
+@dataclass(frozen=True)
+class DocumentInfo:
+    id: str
+    tags: tuple[str, ...]
+    memory_unit_count: int
+    content_hash: str | None
+    text_length: int
+    created_at: str | None
+    metadata: Mapping[str, Any] = field(default_factory=dict)

@@ -4,21 +4,20 @@ session started there would resolve it (registered scope, or the User bank with 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import click
 
-from pi_hindsight.cli._common import resolve_state_dir
+from pi_hindsight.backend import MemoryBackend, open_backend
+from pi_hindsight.cli._common import json_option, resolve_state_dir, state_dir_option
 from pi_hindsight.config import Settings, load_config
 from pi_hindsight.engine.scope import SESSION_PLACEHOLDER, USER_SCOPE_TAGS, resolve_scope
 from pi_hindsight.errors import BackendError, ConfigError, ScopeError
 from pi_hindsight.stores.catalog import Catalog
-
-if TYPE_CHECKING:
-    from pi_hindsight.backend.hindsight import HindsightBackend
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -106,15 +105,31 @@ def select(state_dir: Path | None, cwd: Path, *, user_bank: bool) -> Selected:
     return Selected(directory, settings, scope_id, bank, tuple(tags), base_url)
 
 
-def run(selected: Selected, call: Callable[[HindsightBackend], Awaitable[T]]) -> T:
+def run(selected: Selected, call: Callable[[MemoryBackend], Awaitable[T]]) -> T:
     """Run ``call`` with a backend for the selected server, and close it."""
-    from pi_hindsight.backend.hindsight import HindsightBackend  # noqa: PLC0415 - slow import
 
     async def main() -> T:
-        backend = HindsightBackend(selected.base_url, api_key=selected.settings.hindsight.api_key)
+        backend = open_backend(selected.base_url, api_key=selected.settings.hindsight.api_key)
         try:
             return await call(backend)
         finally:
             await backend.close()
 
     return asyncio.run(main())
+
+
+def on_selected_bank(*, user: bool = True) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command ``--cwd``, ``--user`` (unless ``user=False``), ``--state-dir`` and
+    ``--json``; it is called with the bank those select (``selected``) and ``as_json``."""
+
+    def decorate(function: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(function)
+        def command(
+            *, cwd: Path, state_dir: Path | None, user_bank: bool = False, **options: Any
+        ) -> None:
+            function(select(state_dir, cwd, user_bank=user_bank), **options)
+
+        decorated = json_option(state_dir_option(command))
+        return cwd_option(user_option(decorated) if user else decorated)
+
+    return decorate

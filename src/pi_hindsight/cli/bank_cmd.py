@@ -4,31 +4,50 @@ with ``--apply``."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import click
 
-from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
+from pi_hindsight.backend import MemoryBackend
+from pi_hindsight.cli._common import echo_json, json_option, state_dir_option
 from pi_hindsight.cli._selected import (
     Selected,
     apply_option,
     cwd_option,
+    on_selected_bank,
     run,
     scope_for,
-    select,
     user_option,
 )
 from pi_hindsight.errors import ConfigError, ScopeError
+from pi_hindsight.maintenance import render
+from pi_hindsight.maintenance.common import as_json as to_json
+from pi_hindsight.maintenance.mental_models import (
+    create_model,
+    delete_model,
+    list_models,
+    update_model,
+)
+from pi_hindsight.maintenance.missions import read_missions, update_missions
+from pi_hindsight.maintenance.move import MoveSelection, ScopeRef, move_scope
+
+R = TypeVar("R")
 
 
-def _show(result: Any, text: str, as_json: bool) -> None:
-    from pi_hindsight.maintenance.common import as_json as to_json  # noqa: PLC0415 - slow import
-
+def _act(
+    selected: Selected,
+    text: Callable[[R], str],
+    as_json: bool,
+    call: Callable[[MemoryBackend], Awaitable[R]],
+) -> None:
+    """Run ``call`` on the selected bank's server; print its result as ``text`` or JSON."""
+    result = run(selected, call)
     if as_json:
         echo_json(to_json(result))
     else:
-        click.echo(text)
+        click.echo(text(result))
 
 
 @click.group()
@@ -54,20 +73,15 @@ def mission(
 
 
 @mission.command()
-@cwd_option
-@user_option
-@state_dir_option
-@json_option
-def show(cwd: Path, user_bank: bool, state_dir: Path | None, as_json: bool) -> None:
+@on_selected_bank()
+def show(selected: Selected, as_json: bool) -> None:
     """Show the missions of the selected bank."""
-    from pi_hindsight.maintenance import render  # noqa: PLC0415 - slow import
-    from pi_hindsight.maintenance.missions import read_missions  # noqa: PLC0415
-
-    selected = select(state_dir, cwd, user_bank=user_bank)
-    result = run(
-        selected, lambda backend: read_missions(backend, selected.bank, timeout=selected.timeout)
+    _act(
+        selected,
+        render.missions,
+        as_json,
+        lambda b: read_missions(b, selected.bank, timeout=selected.timeout),
     )
-    _show(result, render.missions(result), as_json)
 
 
 @mission.command("set")
@@ -75,27 +89,20 @@ def show(cwd: Path, user_bank: bool, state_dir: Path | None, as_json: bool) -> N
 @click.option("--retain", "retain_text", default=None, help="What extraction keeps.")
 @click.option("--observations", "observations_text", default=None, help="What is synthesised.")
 @apply_option
-@cwd_option
-@user_option
-@state_dir_option
-@json_option
+@on_selected_bank()
 def set_mission(
+    selected: Selected,
     text: str | None,
     retain_text: str | None,
     observations_text: str | None,
     apply: bool,
-    cwd: Path,
-    user_bank: bool,
-    state_dir: Path | None,
     as_json: bool,
 ) -> None:
     """Set the mission (TEXT) and/or the retain and observations missions (bank-wide)."""
-    from pi_hindsight.maintenance import render  # noqa: PLC0415 - slow import
-    from pi_hindsight.maintenance.missions import update_missions  # noqa: PLC0415
-
-    selected = select(state_dir, cwd, user_bank=user_bank)
-    result = run(
+    _act(
         selected,
+        render.mission_change,
+        as_json,
         lambda backend: update_missions(
             backend,
             selected.bank,
@@ -106,7 +113,6 @@ def set_mission(
             timeout=selected.timeout,
         ),
     )
-    _show(result, render.mission_change(result), as_json)
 
 
 # -- mental models ----------------------------------------------------------------------------
@@ -119,25 +125,15 @@ def models() -> None:
 
 @models.command("list")
 @click.option("--content", is_flag=True, help="Include each model's current content.")
-@cwd_option
-@user_option
-@state_dir_option
-@json_option
-def list_models_command(
-    content: bool, cwd: Path, user_bank: bool, state_dir: Path | None, as_json: bool
-) -> None:
+@on_selected_bank()
+def list_models_command(selected: Selected, content: bool, as_json: bool) -> None:
     """Mental models carrying exactly the selected scope's tags."""
-    from pi_hindsight.maintenance import render  # noqa: PLC0415 - slow import
-    from pi_hindsight.maintenance.mental_models import list_models  # noqa: PLC0415
-
-    selected = select(state_dir, cwd, user_bank=user_bank)
-    result = run(
+    _act(
         selected,
-        lambda backend: list_models(
-            backend, selected.bank, tags=selected.tags, timeout=selected.timeout
-        ),
+        lambda found: render.models_list(found, content=content),
+        as_json,
+        lambda b: list_models(b, selected.bank, tags=selected.tags, timeout=selected.timeout),
     )
-    _show(result, render.models_list(result, content=content), as_json)
 
 
 @models.command()
@@ -146,28 +142,21 @@ def list_models_command(
 @click.option("--id", "model_id", default=None, help="Model id (default: from the name).")
 @click.option("--max-tokens", type=int, default=1024, show_default=True)
 @apply_option
-@cwd_option
-@user_option
-@state_dir_option
-@json_option
+@on_selected_bank()
 def create(
+    selected: Selected,
     name: str,
     source_query: str,
     model_id: str | None,
     max_tokens: int,
     apply: bool,
-    cwd: Path,
-    user_bank: bool,
-    state_dir: Path | None,
     as_json: bool,
 ) -> None:
     """Create a mental model NAME for the selected scope (its exact tags)."""
-    from pi_hindsight.maintenance import render  # noqa: PLC0415 - slow import
-    from pi_hindsight.maintenance.mental_models import create_model  # noqa: PLC0415
-
-    selected = select(state_dir, cwd, user_bank=user_bank)
-    result = run(
+    _act(
         selected,
+        render.model_change,
+        as_json,
         lambda backend: create_model(
             backend,
             selected.bank,
@@ -180,7 +169,6 @@ def create(
             timeout=selected.timeout,
         ),
     )
-    _show(result, render.model_change(result), as_json)
 
 
 @models.command()
@@ -189,28 +177,21 @@ def create(
 @click.option("--query", "source_query", default=None)
 @click.option("--max-tokens", type=int, default=None)
 @apply_option
-@cwd_option
-@user_option
-@state_dir_option
-@json_option
+@on_selected_bank()
 def update(
+    selected: Selected,
     model_id: str,
     name: str | None,
     source_query: str | None,
     max_tokens: int | None,
     apply: bool,
-    cwd: Path,
-    user_bank: bool,
-    state_dir: Path | None,
     as_json: bool,
 ) -> None:
     """Change a mental model of the selected scope (a new query refreshes it)."""
-    from pi_hindsight.maintenance import render  # noqa: PLC0415 - slow import
-    from pi_hindsight.maintenance.mental_models import update_model  # noqa: PLC0415
-
-    selected = select(state_dir, cwd, user_bank=user_bank)
-    result = run(
+    _act(
         selected,
+        render.model_change,
+        as_json,
         lambda backend: update_model(
             backend,
             selected.bank,
@@ -223,31 +204,22 @@ def update(
             timeout=selected.timeout,
         ),
     )
-    _show(result, render.model_change(result), as_json)
 
 
 @models.command()
 @click.argument("model_id")
 @apply_option
-@cwd_option
-@user_option
-@state_dir_option
-@json_option
-def delete(
-    model_id: str, apply: bool, cwd: Path, user_bank: bool, state_dir: Path | None, as_json: bool
-) -> None:
+@on_selected_bank()
+def delete(selected: Selected, model_id: str, apply: bool, as_json: bool) -> None:
     """Delete a mental model of the selected scope (its memories stay)."""
-    from pi_hindsight.maintenance import render  # noqa: PLC0415 - slow import
-    from pi_hindsight.maintenance.mental_models import delete_model  # noqa: PLC0415
-
-    selected = select(state_dir, cwd, user_bank=user_bank)
-    result = run(
+    _act(
         selected,
-        lambda backend: delete_model(
-            backend, selected.bank, selected.tags, model_id, apply=apply, timeout=selected.timeout
+        render.model_change,
+        as_json,
+        lambda b: delete_model(
+            b, selected.bank, selected.tags, model_id, apply=apply, timeout=selected.timeout
         ),
     )
-    _show(result, render.model_change(result), as_json)
 
 
 # -- scope move -------------------------------------------------------------------------------
@@ -288,10 +260,9 @@ def _unfinished_retains(selected: Selected) -> int:
     help="Seconds to wait for each export/import operation.",
 )
 @apply_option
-@cwd_option
-@state_dir_option
-@json_option
+@on_selected_bank(user=False)
 def move(
+    selected: Selected,
     to_cwd: Path | None,
     to_bank: str | None,
     to_tags: tuple[str, ...],
@@ -299,23 +270,16 @@ def move(
     prefix: str | None,
     operation_timeout: float,
     apply: bool,
-    cwd: Path,
-    state_dir: Path | None,
     as_json: bool,
 ) -> None:
     """Move the selected scope's memories (all, or --doc/--prefix) to another bank or tags.
 
     Prints the dry run; moves only with --apply. Running it again after a failure resumes.
     """
-    from pi_hindsight.maintenance import render  # noqa: PLC0415 - slow import
-    from pi_hindsight.maintenance.move import MoveSelection, ScopeRef, move_scope  # noqa: PLC0415
-
-    selected = select(state_dir, cwd, user_bank=False)
     if to_cwd is not None:
         if to_bank or to_tags:
             raise ConfigError("give either --to-cwd or --to-bank/--to-tag, not both")
-        directory = resolve_state_dir(state_dir)
-        _, bank_id, tags = scope_for(directory, to_cwd.resolve(), selected.settings)
+        _, bank_id, tags = scope_for(selected.state_dir, to_cwd.resolve(), selected.settings)
         target = ScopeRef(bank_id, tags)
     else:
         target = ScopeRef(to_bank or selected.bank, tuple(to_tags) or selected.tags)
@@ -326,8 +290,10 @@ def move(
             "arrive in the source after the move",
             hint="close Pi sessions there and run `pi-hindsight outbox drain` first",
         )
-    result = run(
+    _act(
         selected,
+        render.move_result,
+        as_json,
         lambda backend: move_scope(
             backend,
             source,
@@ -338,4 +304,3 @@ def move(
             operation_timeout=operation_timeout,
         ),
     )
-    _show(result, render.move_result(result), as_json)

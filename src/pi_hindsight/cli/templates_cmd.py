@@ -3,14 +3,21 @@ templates, applied to the bank selected for ``--cwd`` (docs/bank-maintenance.md)
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from pi_hindsight.cli._common import echo_json, json_option, state_dir_option
-from pi_hindsight.cli._selected import apply_option, cwd_option, run, select, user_option
+from pi_hindsight.cli._common import echo_json, json_option
+from pi_hindsight.cli._selected import Selected, apply_option, on_selected_bank, run
+from pi_hindsight.maintenance import render
+from pi_hindsight.maintenance.common import as_json as to_json
+from pi_hindsight.maintenance.templates import (
+    TEMPLATE_NAMES,
+    TemplatePlan,
+    apply_template,
+    list_templates,
+    preview_template,
+)
 
-_NAMES = click.Choice(["coding-project", "personal-preferences"])
+_NAMES = click.Choice(TEMPLATE_NAMES)
 
 
 @click.group()
@@ -22,10 +29,6 @@ def templates() -> None:
 @json_option
 def list_command(as_json: bool) -> None:
     """The bundled templates and what each sets."""
-    from pi_hindsight.maintenance import render  # noqa: PLC0415 - slow import
-    from pi_hindsight.maintenance.common import as_json as to_json  # noqa: PLC0415
-    from pi_hindsight.maintenance.templates import list_templates  # noqa: PLC0415
-
     infos = list_templates()
     if as_json:
         echo_json(to_json(infos))
@@ -33,25 +36,21 @@ def list_command(as_json: bool) -> None:
         click.echo(render.templates_list(infos))
 
 
-@templates.command()
-@click.argument("name", type=_NAMES)
-@cwd_option
-@user_option
-@state_dir_option
-@json_option
-def preview(name: str, cwd: Path, user_bank: bool, state_dir: Path | None, as_json: bool) -> None:
-    """What applying template NAME to the selected bank would change (changes nothing)."""
-    from pi_hindsight.maintenance import render  # noqa: PLC0415 - slow import
-    from pi_hindsight.maintenance.common import as_json as to_json  # noqa: PLC0415
-    from pi_hindsight.maintenance.templates import preview_template  # noqa: PLC0415
-
-    selected = select(state_dir, cwd, user_bank=user_bank)
-    plan = run(
+def _preview(selected: Selected, name: str) -> TemplatePlan:
+    return run(
         selected,
         lambda backend: preview_template(
             backend, selected.bank, name, tags=selected.tags, timeout=selected.timeout
         ),
     )
+
+
+@templates.command()
+@click.argument("name", type=_NAMES)
+@on_selected_bank()
+def preview(selected: Selected, name: str, as_json: bool) -> None:
+    """What applying template NAME to the selected bank would change (changes nothing)."""
+    plan = _preview(selected, name)
     if as_json:
         echo_json(to_json(plan))
     else:
@@ -61,26 +60,11 @@ def preview(name: str, cwd: Path, user_bank: bool, state_dir: Path | None, as_js
 @templates.command()
 @click.argument("name", type=_NAMES)
 @apply_option
-@cwd_option
-@user_option
-@state_dir_option
-@json_option
-def apply(
-    name: str, apply: bool, cwd: Path, user_bank: bool, state_dir: Path | None, as_json: bool
-) -> None:
+@on_selected_bank()
+def apply(selected: Selected, name: str, apply: bool, as_json: bool) -> None:
     """Apply template NAME to the selected bank: prints the preview; changes only with --apply."""
-    from pi_hindsight.maintenance import render  # noqa: PLC0415 - slow import
-    from pi_hindsight.maintenance.common import as_json as to_json  # noqa: PLC0415
-    from pi_hindsight.maintenance.templates import apply_template, preview_template  # noqa: PLC0415
-
-    selected = select(state_dir, cwd, user_bank=user_bank)
     if not apply:
-        plan = run(
-            selected,
-            lambda backend: preview_template(
-                backend, selected.bank, name, tags=selected.tags, timeout=selected.timeout
-            ),
-        )
+        plan = _preview(selected, name)
         if as_json:
             echo_json({"applied": False, "plan": to_json(plan)})
         else:

@@ -8,7 +8,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from pi_hindsight.backend.records import BankMissions, MemoryBackend
+from pi_hindsight.backend import BankMissions, MemoryBackend
 from pi_hindsight.config import Settings
 from pi_hindsight.engine.types import Notice
 from pi_hindsight.errors import BackendError

@@ -17,7 +17,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pi_hindsight.backend.records import MemoryBackend, MemoryRecord
+from pi_hindsight.backend import MemoryBackend, MemoryRecord
 from pi_hindsight.config import Settings
 from pi_hindsight.engine.connection import HindsightConnection
 from pi_hindsight.engine.memo import MemoCache, MemoState, memo_id

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pi_hindsight.backend.records import MemoryBackend
+from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.config import LoadedConfig, Settings
 from pi_hindsight.engine import sessions
 from pi_hindsight.engine.connection import BackendFactory, HindsightConnection

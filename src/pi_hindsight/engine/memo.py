@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from pi_hindsight.backend.records import MemoryBackend, MentalModel
+from pi_hindsight.backend import MemoryBackend, MentalModel
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, Scope
 
 MEMO_SOURCE_QUERY = (

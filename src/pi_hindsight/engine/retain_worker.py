@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pi_hindsight.backend.records import MemoryBackend, RetainItem
+from pi_hindsight.backend import MemoryBackend, RetainItem
 from pi_hindsight.errors import (
     BackendError,
     BackendMalformed,
@@ -94,9 +94,7 @@ def compose(batch: Batch) -> list[RetainItem]:
     request_ids = [item.metadata.get("request_id") for item in items]
     metadata["request_ids"] = ",".join(rid for rid in request_ids if rid)
     return [
-        dataclasses.replace(
-            first, content=json.dumps(turns, ensure_ascii=False), metadata=metadata
-        )
+        dataclasses.replace(first, content=json.dumps(turns, ensure_ascii=False), metadata=metadata)
     ]
 
 

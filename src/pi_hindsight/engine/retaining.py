@@ -16,7 +16,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from pi_hindsight.backend.records import MemoryBackend, RetainItem
+from pi_hindsight.backend import MemoryBackend
+from pi_hindsight.backend.records import RetainItem
 from pi_hindsight.config import RetainSettings
 from pi_hindsight.engine.local_state import LocalState
 from pi_hindsight.engine.retain_worker import RetainWorker
@@ -86,7 +87,9 @@ class Retainer:
                 request_id=turn.request_id,
                 update_mode="append",
             )
-            await self._enqueue(RetainRequest(turn.session_id, scope.bank_id, item, turn.request_id))
+            await self._enqueue(
+                RetainRequest(turn.session_id, scope.bank_id, item, turn.request_id)
+            )
         return 1
 
     async def note(

@@ -90,7 +90,9 @@ class Session:
         self.off_reason = None
         return self.scope
 
-    def view(self, settings: Settings, status_line: str, notices: tuple[Notice, ...]) -> SessionView:
+    def view(
+        self, settings: Settings, status_line: str, notices: tuple[Notice, ...]
+    ) -> SessionView:
         consent = None
         resolution = self.resolution
         if (
@@ -142,7 +144,9 @@ async def declined_at(catalog: Catalog, resolution: ScopeResolution) -> bool:
 
 
 async def record_decline(catalog: Catalog, resolution: ScopeResolution) -> None:
-    await run_store(catalog.record_decline, resolution.identity.root, resolution.identity.project_id)
+    await run_store(
+        catalog.record_decline, resolution.identity.root, resolution.identity.project_id
+    )
 
 
 async def register(cwd: Path, settings: Settings, catalog: Catalog) -> Scope:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pi_hindsight.backend.hindsight import HindsightBackend
+from pi_hindsight.backend.protocol import MemoryBackend
 from pi_hindsight.engine.scope import USER_SCOPE_TAGS, Scope
 from pi_hindsight.errors import ConfigError, ScopeError
 from pi_hindsight.maintenance import mental_models, missions, render, templates
@@ -36,11 +36,9 @@ class Target:
     mission: str
 
 
-async def _backend(engine: MemoryEngine, bank: str, mission: str) -> HindsightBackend:
-    """The client, with ``bank`` created (with its mission) if the registered scope has none yet."""
+async def _backend(engine: MemoryEngine, bank: str, mission: str) -> MemoryBackend:
+    """The backend, with ``bank`` created (with its mission) if the registered scope has none."""
     backend = await engine.connection.backend(engine.settings)
-    if not isinstance(backend, HindsightBackend):  # pragma: no cover - the sidecar's factory
-        raise ConfigError("bank maintenance needs the official Hindsight client")
     await engine.connection.ensure_bank(
         backend, bank, mission, timeout=engine.settings.timeout_ms / 1000
     )

@@ -275,7 +275,9 @@ class _Migration:
             line, offset = line + 1, after
             if raw.strip():
                 since_commit += 1
-                result: RequestRow | Skip | Bad = Bad(f"line longer than {format_bytes(LINE_LIMIT)}")
+                result: RequestRow | Skip | Bad = Bad(
+                    f"line longer than {format_bytes(LINE_LIMIT)}"
+                )
                 if raw != _OVERLONG:
                     result = parse_line(raw, not_before=self.not_before)
                 self.take(result, line)

@@ -5,5 +5,6 @@ Every mutating operation is dry-run first: with ``apply=False`` (or ``preview_te
 returns exactly the change it would make and changes nothing. Results are frozen dataclasses
 that the CLI and the agent tools render (``maintenance.render``) or serialise (``as_json``).
 
-The modules import the official client (slow, ~0.8 s): import them lazily from the sidecar.
+They depend on the ``MemoryBackend`` protocol only (``pi_hindsight.backend``), so importing them
+does not import the official client; the caller passes the backend.
 """

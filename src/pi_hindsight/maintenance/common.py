@@ -1,4 +1,5 @@
-"""What the maintenance operations share: a field change, and their results as JSON data."""
+"""What the maintenance operations share: the bank they act on, a field change, and their
+results as JSON data."""
 
 from __future__ import annotations
 
@@ -7,12 +8,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pi_hindsight.backend.protocol import MemoryBackend
+from pi_hindsight.errors import BankNotFound
+
 
 @dataclass(frozen=True)
 class FieldChange:
     field: str
     before: Any
     after: Any
+
+
+async def require_bank(backend: MemoryBackend, bank: str, *, timeout: float) -> None:
+    """Refuse a bank that does not exist (through the listing, which cannot be fooled:
+    several endpoints answer for a missing bank, and some would create it)."""
+    if not await backend.bank_exists(bank, timeout=timeout):
+        raise BankNotFound(
+            f"bank {bank!r} does not exist",
+            hint="a bank is created by the first Pi session in a registered location; "
+            "maintenance never creates one",
+        )
 
 
 def as_json(value: Any) -> Any:

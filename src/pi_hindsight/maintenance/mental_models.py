@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pi_hindsight.backend.hindsight import HindsightBackend
-from pi_hindsight.backend.maintenance import MaintenanceApi, MentalModelInfo
+from pi_hindsight.backend.protocol import MemoryBackend
+from pi_hindsight.backend.records import MentalModel
 from pi_hindsight.errors import BackendRejected, ConfigError, ScopeError
-from pi_hindsight.maintenance.common import FieldChange
+from pi_hindsight.maintenance.common import FieldChange, require_bank
 from pi_hindsight.maintenance.templates import scope_suffix
 
 MEMO_PREFIX = "pi-memo-"  # engine/memo.py: the startup memo's ids
@@ -43,7 +43,7 @@ class ModelChange:
     model_id: str
     tags: tuple[str, ...]
     changes: tuple[FieldChange, ...]  # create: every field; update: those that differ
-    before: MentalModelInfo | None  # the model before (None for a create)
+    before: MentalModel | None  # the model before (None for a create)
     applied: bool
     operation_id: str | None = None  # the refresh Hindsight queued (create, or a query change)
 
@@ -67,26 +67,25 @@ def _check_text(field: str, text: str, limit: int) -> None:
 
 
 async def list_models(
-    backend: HindsightBackend, bank: str, *, tags: Sequence[str] | None, timeout: float
-) -> tuple[MentalModelInfo, ...]:
+    backend: MemoryBackend, bank: str, *, tags: Sequence[str] | None, timeout: float
+) -> tuple[MentalModel, ...]:
     """The bank's mental models; with ``tags``, only those whose tag set is exactly ``tags``."""
-    api = MaintenanceApi(backend)
-    await api.require_bank(bank, timeout=timeout)
-    models = await api.list_mental_models(bank, tags=tags, tags_match="exact", timeout=timeout)
+    await require_bank(backend, bank, timeout=timeout)
+    models = await backend.list_mental_models(bank, tags=tags, tags_match="exact", timeout=timeout)
     if tags is not None:  # the server matched already; keep the scope rule explicit
         models = [model for model in models if set(model.tags) == set(tags)]
     return tuple(sorted(models, key=lambda model: model.id))
 
 
 async def _scoped_model(
-    api: MaintenanceApi, bank: str, tags: Sequence[str], model_id: str, timeout: float
-) -> MentalModelInfo:
+    backend: MemoryBackend, bank: str, tags: Sequence[str], model_id: str, timeout: float
+) -> MentalModel:
     if is_memo(model_id):
         raise ConfigError(
             f"{model_id} is the startup memo, which pi-hindsight manages",
             hint="refresh it with the memory tool's refresh action; its content follows memory",
         )
-    model = await api.get_mental_model(bank, model_id, timeout=timeout)
+    model = await backend.get_mental_model(bank, model_id, timeout=timeout)
     if model is None:
         raise BackendRejected(
             f"no mental model {model_id!r} in bank {bank}",
@@ -103,7 +102,7 @@ async def _scoped_model(
 
 
 async def create_model(
-    backend: HindsightBackend,
+    backend: MemoryBackend,
     bank: str,
     tags: Sequence[str],
     *,
@@ -128,9 +127,8 @@ async def create_model(
         )
     if is_memo(chosen):
         raise ConfigError(f"ids starting with {MEMO_PREFIX!r} are reserved for the startup memo")
-    api = MaintenanceApi(backend)
-    await api.require_bank(bank, timeout=timeout)
-    existing = await api.get_mental_model(bank, chosen, timeout=timeout)
+    await require_bank(backend, bank, timeout=timeout)
+    existing = await backend.get_mental_model(bank, chosen, timeout=timeout)
     if existing is not None:
         raise ConfigError(
             f"a mental model {chosen!r} already exists in bank {bank}",
@@ -146,7 +144,7 @@ async def create_model(
     )
     operation_id = None
     if apply:
-        operation_id = await api.create_mental_model(
+        operation_id = await backend.create_mental_model(
             bank,
             model_id=chosen,
             name=name,
@@ -169,7 +167,7 @@ async def create_model(
 
 
 async def update_model(
-    backend: HindsightBackend,
+    backend: MemoryBackend,
     bank: str,
     tags: Sequence[str],
     model_id: str,
@@ -189,9 +187,8 @@ async def update_model(
         _check_text("source query", source_query, 2_000)
     if max_tokens is not None:
         _check_tokens(max_tokens)
-    api = MaintenanceApi(backend)
-    await api.require_bank(bank, timeout=timeout)
-    model = await _scoped_model(api, bank, tags, model_id, timeout)
+    await require_bank(backend, bank, timeout=timeout)
+    model = await _scoped_model(backend, bank, tags, model_id, timeout)
     wanted = {"name": name, "source_query": source_query, "max_tokens": max_tokens}
     changes = tuple(
         FieldChange(field, getattr(model, field), value)
@@ -200,11 +197,17 @@ async def update_model(
     )
     operation_id = None
     if apply and changes:
-        await api.update_mental_model(
-            bank, model_id, {c.field: c.after for c in changes}, timeout=timeout
+        changed = {c.field for c in changes}
+        await backend.update_mental_model(
+            bank,
+            model_id,
+            name=name if "name" in changed else None,
+            source_query=source_query if "source_query" in changed else None,
+            max_tokens=max_tokens if "max_tokens" in changed else None,
+            timeout=timeout,
         )
-        if any(c.field in ("source_query", "max_tokens") for c in changes):
-            operation_id = await api.refresh_mental_model(bank, model_id, timeout=timeout)
+        if changed & {"source_query", "max_tokens"}:
+            operation_id = await backend.refresh_mental_model(bank, model_id, timeout=timeout)
     return ModelChange(
         action="update",
         bank=bank,
@@ -218,7 +221,7 @@ async def update_model(
 
 
 async def delete_model(
-    backend: HindsightBackend,
+    backend: MemoryBackend,
     bank: str,
     tags: Sequence[str],
     model_id: str,
@@ -231,13 +234,12 @@ async def delete_model(
     Its queued refreshes are cancelled first: Hindsight keeps retrying a refresh whose model was
     deleted (``Mental model … not found``) instead of dropping it.
     """
-    api = MaintenanceApi(backend)
-    await api.require_bank(bank, timeout=timeout)
-    model = await _scoped_model(api, bank, tags, model_id, timeout)
+    await require_bank(backend, bank, timeout=timeout)
+    model = await _scoped_model(backend, bank, tags, model_id, timeout)
     if apply:
-        for operation_id in await api.queued_refreshes(bank, model_id, timeout=timeout):
-            await api.cancel_operation(bank, operation_id, timeout=timeout)
-        await api.delete_mental_model(bank, model_id, timeout=timeout)
+        for operation_id in await _queued_refreshes(backend, bank, model_id, timeout):
+            await backend.cancel_operation(bank, operation_id, timeout=timeout)
+        await backend.delete_mental_model(bank, model_id, timeout=timeout)
     return ModelChange(
         action="delete",
         bank=bank,
@@ -247,3 +249,16 @@ async def delete_model(
         before=model,
         applied=apply,
     )
+
+
+async def _queued_refreshes(
+    backend: MemoryBackend, bank: str, model_id: str, timeout: float
+) -> list[str]:
+    """Refresh operations of this model that have not finished (pending or running)."""
+    found: list[str] = []
+    for state in ("pending", "processing"):
+        operations = await backend.list_operations(
+            bank, state=state, operation_type="refresh_mental_model", timeout=timeout
+        )
+        found.extend(op.operation_id for op in operations if op.mental_model_id == model_id)
+    return found

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pi_hindsight.backend.hindsight import HindsightBackend
-from pi_hindsight.backend.maintenance import MaintenanceApi
+from pi_hindsight.backend.protocol import MemoryBackend
+from pi_hindsight.backend.records import MissionKey
 from pi_hindsight.errors import ConfigError
-from pi_hindsight.maintenance.common import FieldChange
+from pi_hindsight.maintenance.common import FieldChange, require_bank
 
 # Our names -> Hindsight's config keys.
-MISSION_FIELDS = {
+MISSION_FIELDS: dict[str, MissionKey] = {
     "mission": "reflect_mission",
     "retain_mission": "retain_mission",
     "observations_mission": "observations_mission",
@@ -41,14 +41,13 @@ class MissionChange:
     missions: Missions  # after the change when applied; the current ones in a dry run
 
 
-async def read_missions(backend: HindsightBackend, bank: str, *, timeout: float) -> Missions:
-    api = MaintenanceApi(backend)
-    await api.require_bank(bank, timeout=timeout)
-    return await _read(api, bank, timeout)
+async def read_missions(backend: MemoryBackend, bank: str, *, timeout: float) -> Missions:
+    await require_bank(backend, bank, timeout=timeout)
+    return await _read(backend, bank, timeout)
 
 
-async def _read(api: MaintenanceApi, bank: str, timeout: float) -> Missions:
-    config = await api.bank_config(bank, timeout=timeout)
+async def _read(backend: MemoryBackend, bank: str, timeout: float) -> Missions:
+    config = await backend.bank_config(bank, timeout=timeout)
 
     def value(key: str) -> str | None:
         found = config.config.get(key)
@@ -64,7 +63,7 @@ async def _read(api: MaintenanceApi, bank: str, timeout: float) -> Missions:
 
 
 async def update_missions(
-    backend: HindsightBackend,
+    backend: MemoryBackend,
     bank: str,
     *,
     mission: str | None = None,
@@ -90,9 +89,8 @@ async def update_missions(
             raise ConfigError(
                 f"{name}: must be non-empty text of at most {MAX_MISSION_CHARS} characters"
             )
-    api = MaintenanceApi(backend)
-    await api.require_bank(bank, timeout=timeout)
-    current = await _read(api, bank, timeout)
+    await require_bank(backend, bank, timeout=timeout)
+    current = await _read(backend, bank, timeout)
     changes = tuple(
         FieldChange(field=name, before=getattr(current, name), after=text)
         for name, text in wanted.items()
@@ -100,9 +98,9 @@ async def update_missions(
     )
     if not apply or not changes:
         return MissionChange(bank=bank, applied=False, changes=changes, missions=current)
-    await api.update_missions(
+    await backend.update_missions(
         bank, {MISSION_FIELDS[change.field]: change.after for change in changes}, timeout=timeout
     )
     return MissionChange(
-        bank=bank, applied=True, changes=changes, missions=await _read(api, bank, timeout)
+        bank=bank, applied=True, changes=changes, missions=await _read(backend, bank, timeout)
     )

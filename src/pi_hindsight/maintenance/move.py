@@ -31,10 +31,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from pi_hindsight.backend.hindsight import HindsightBackend
-from pi_hindsight.backend.maintenance import DocumentInfo, MaintenanceApi, MemoryUnit
+from pi_hindsight.backend.protocol import MemoryBackend
+from pi_hindsight.backend.records import DocumentInfo, MemoryRecord
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH
 from pi_hindsight.errors import BackendServerError, ConfigError, ScopeError
+from pi_hindsight.maintenance.common import require_bank
 
 DocumentState = Literal["move", "finish", "done"]
 _EXPORT_CHUNK = 50  # document ids per export (they travel in the query string)
@@ -141,11 +142,11 @@ def _check_scopes(source: ScopeRef, target: ScopeRef) -> None:
         )
 
 
-def _group(units: Sequence[MemoryUnit]) -> tuple[dict[str, list[str]], list[MemoryUnit]]:
+def _group(units: Sequence[MemoryRecord]) -> tuple[dict[str, list[str]], list[MemoryRecord]]:
     facts: dict[str, list[str]] = {}
-    observations: list[MemoryUnit] = []
+    observations: list[MemoryRecord] = []
     for unit in units:
-        if unit.fact_type == "observation":
+        if unit.type == "observation":
             observations.append(unit)
         elif unit.document_id is not None:
             facts.setdefault(unit.document_id, []).append(unit.id)
@@ -153,7 +154,7 @@ def _group(units: Sequence[MemoryUnit]) -> tuple[dict[str, list[str]], list[Memo
 
 
 async def plan_move(
-    backend: HindsightBackend,
+    backend: MemoryBackend,
     source: ScopeRef,
     target: ScopeRef,
     selection: MoveSelection = MoveSelection(),
@@ -162,21 +163,20 @@ async def plan_move(
 ) -> MovePlan:
     """The dry run: exactly what :func:`move_scope` would do now. Changes nothing."""
     _check_scopes(source, target)
-    api = MaintenanceApi(backend)
-    await api.require_bank(source.bank, timeout=timeout)
+    await require_bank(backend, source.bank, timeout=timeout)
     method: Literal["retag", "transfer"] = "retag" if source.bank == target.bank else "transfer"
     blockers: list[str] = []
-    if method == "transfer" and not await api.bank_exists(target.bank, timeout=timeout):
+    if method == "transfer" and not await backend.bank_exists(target.bank, timeout=timeout):
         blockers.append(
             f"the target bank {target.bank!r} does not exist; pi-hindsight never creates banks "
             "silently: register a location that uses it first"
         )
-    listed = await api.list_documents(
+    listed = await backend.list_documents(
         source.bank, tags=source.tags, tags_match=SCOPE_TAGS_MATCH, timeout=timeout
     )
     chosen = [doc for doc in listed if selection.everything or selection.matches(doc.id)]
-    units = await api.list_memories(
-        source.bank, tags=source.tags, tags_match=SCOPE_TAGS_MATCH, timeout=timeout
+    units = await backend.list_memories(
+        source.bank, tags=source.tags, tags_match=SCOPE_TAGS_MATCH, timeout=timeout, limit=None
     )
     facts, observations = _group(units)
     notes: list[str] = []
@@ -184,7 +184,7 @@ async def plan_move(
     for doc in chosen:
         state: DocumentState = "move"
         if method == "transfer" and not blockers:
-            copy = await api.get_document(target.bank, doc.id, timeout=timeout)
+            copy = await backend.get_document(target.bank, doc.id, timeout=timeout)
             ours = copy is not None and set(copy.tags) in (set(source.tags), set(target.tags))
             if copy is not None and ours and copy.content_hash == doc.content_hash:
                 state = "finish"  # an earlier run copied it
@@ -206,7 +206,7 @@ async def plan_move(
     for document_id in selection.document_ids:
         if document_id in present:
             continue
-        found = await api.get_document(target.bank, document_id, timeout=timeout)
+        found = await backend.get_document(target.bank, document_id, timeout=timeout)
         if found is not None and set(found.tags) == set(target.tags):
             documents.append(
                 DocumentMove(document_id, "done", (), found.memory_unit_count, found.content_hash)
@@ -215,7 +215,7 @@ async def plan_move(
             blockers.append(f"document {document_id!r} is not in the source scope")
     moved = {fact for doc in documents for fact in doc.fact_ids}
     invalidated = tuple(sorted(o.id for o in observations if moved & set(o.source_memory_ids)))
-    models = await api.list_mental_models(
+    models = await backend.list_mental_models(
         source.bank, tags=source.tags, tags_match=SCOPE_TAGS_MATCH, timeout=timeout
     )
     if not any(doc.state != "done" for doc in documents):
@@ -257,7 +257,7 @@ def _standing_notes(method: str, has_models: bool) -> tuple[str, ...]:
 
 
 async def move_scope(
-    backend: HindsightBackend,
+    backend: MemoryBackend,
     source: ScopeRef,
     target: ScopeRef,
     selection: MoveSelection = MoveSelection(),
@@ -275,7 +275,6 @@ async def move_scope(
             "the move cannot be applied: " + "; ".join(plan.blockers),
             hint="see the dry run (`pi-hindsight bank move` without --apply)",
         )
-    api = MaintenanceApi(backend)
     pending = plan.pending
     copied: list[str] = []
     operations: list[str] = []
@@ -283,14 +282,14 @@ async def move_scope(
     deleted: list[str] = []
     if plan.method == "retag":
         for doc in pending:
-            await api.retag_document(source.bank, doc.document_id, target.tags, timeout=timeout)
+            await backend.retag_document(source.bank, doc.document_id, target.tags, timeout=timeout)
             retagged.append(doc.document_id)
     else:
         to_copy = [doc.document_id for doc in pending if doc.state == "move"]
         for start in range(0, len(to_copy), _EXPORT_CHUNK):
             chunk = to_copy[start : start + _EXPORT_CHUNK]
             imported = await _copy(
-                api,
+                backend,
                 source.bank,
                 target.bank,
                 chunk,
@@ -300,17 +299,17 @@ async def move_scope(
             )
             copied.extend(imported)
         for doc in pending:
-            if await _finish_in_target(api, doc, target, timeout):
+            if await _finish_in_target(backend, doc, target, timeout):
                 retagged.append(doc.document_id)
-            await api.delete_document(source.bank, doc.document_id, timeout=timeout)
+            await backend.delete_document(source.bank, doc.document_id, timeout=timeout)
             deleted.append(doc.document_id)
     # The source scope's models (its memo too) still describe what moved: rebuild them from
     # what it still holds. Cleared first: a refresh that finds nothing keeps the old content.
     refreshes = []
     for model_id in plan.mental_models:
-        await api.clear_mental_model(source.bank, model_id, timeout=timeout)
+        await backend.clear_mental_model(source.bank, model_id, timeout=timeout)
         refreshes.append(
-            await api.refresh_mental_model(source.bank, model_id, full=True, timeout=timeout)
+            await backend.refresh_mental_model(source.bank, model_id, full=True, timeout=timeout)
         )
     return MoveResult(
         plan=plan,
@@ -319,14 +318,14 @@ async def move_scope(
         copied=tuple(copied),
         retagged=tuple(retagged),
         deleted=tuple(deleted),
-        facts_in_target=await _facts_in(api, target, {d.document_id for d in pending}, timeout),
-        observations_invalidated=await _gone(api, source, plan.observations, timeout),
+        facts_in_target=await _facts_in(backend, target, {d.document_id for d in pending}, timeout),
+        observations_invalidated=await _gone(backend, source, plan.observations, timeout),
         operation_ids=tuple(operations),
     )
 
 
 async def _copy(
-    api: MaintenanceApi,
+    backend: MemoryBackend,
     source_bank: str,
     target_bank: str,
     document_ids: list[str],
@@ -336,9 +335,9 @@ async def _copy(
     operation_timeout: float,
 ) -> list[str]:
     """Export ``document_ids`` from the source bank and merge them into the target bank."""
-    export_id = await api.export_documents(source_bank, document_ids, timeout=timeout)
+    export_id = await backend.export_documents(source_bank, document_ids, timeout=timeout)
     operations.append(export_id)
-    export = await api.wait_operation(
+    export = await backend.wait_operation(
         source_bank, export_id, timeout=operation_timeout, call_timeout=timeout
     )
     key = export.result_metadata.get("storage_key")
@@ -347,10 +346,10 @@ async def _copy(
             f"export {export_id} (bank {source_bank}) completed without an archive",
             hint="run the same command again: it resumes where it stopped",
         )
-    archive = await api.download(source_bank, key, timeout=operation_timeout)
-    import_id = await api.import_documents(target_bank, archive, timeout=operation_timeout)
+    archive = await backend.download_archive(source_bank, key, timeout=operation_timeout)
+    import_id = await backend.import_documents(target_bank, archive, timeout=operation_timeout)
     operations.append(import_id)
-    done = await api.wait_operation(
+    done = await backend.wait_operation(
         target_bank, import_id, timeout=operation_timeout, call_timeout=timeout
     )
     skipped = set(done.result_metadata.get("skipped_document_ids") or ())
@@ -358,16 +357,16 @@ async def _copy(
 
 
 async def _finish_in_target(
-    api: MaintenanceApi, doc: DocumentMove, target: ScopeRef, timeout: float
+    backend: MemoryBackend, doc: DocumentMove, target: ScopeRef, timeout: float
 ) -> bool:
     """Give the copy the target tags and check it; True when it had to be re-tagged.
 
     Raises (and the source stays) unless the target holds the same content with as many facts.
     """
-    copy = _checked(doc, await api.get_document(target.bank, doc.document_id, timeout=timeout))
+    copy = _checked(doc, await backend.get_document(target.bank, doc.document_id, timeout=timeout))
     if set(copy.tags) == set(target.tags):
         return False
-    await api.retag_document(target.bank, doc.document_id, target.tags, timeout=timeout)
+    await backend.retag_document(target.bank, doc.document_id, target.tags, timeout=timeout)
     return True
 
 
@@ -389,27 +388,28 @@ def _checked(doc: DocumentMove, copy: DocumentInfo | None) -> DocumentInfo:
 
 
 async def _facts_in(
-    api: MaintenanceApi, scope: ScopeRef, document_ids: set[str], timeout: float
+    backend: MemoryBackend, scope: ScopeRef, document_ids: set[str], timeout: float
 ) -> int:
-    units = await api.list_memories(
-        scope.bank, tags=scope.tags, tags_match=SCOPE_TAGS_MATCH, timeout=timeout
+    units = await backend.list_memories(
+        scope.bank, tags=scope.tags, tags_match=SCOPE_TAGS_MATCH, timeout=timeout, limit=None
     )
     return sum(
-        1 for unit in units if unit.fact_type != "observation" and unit.document_id in document_ids
+        1 for unit in units if unit.type != "observation" and unit.document_id in document_ids
     )
 
 
 async def _gone(
-    api: MaintenanceApi, scope: ScopeRef, observation_ids: tuple[str, ...], timeout: float
+    backend: MemoryBackend, scope: ScopeRef, observation_ids: tuple[str, ...], timeout: float
 ) -> tuple[str, ...]:
     if not observation_ids:
         return ()
-    units = await api.list_memories(
+    units = await backend.list_memories(
         scope.bank,
         tags=scope.tags,
         tags_match=SCOPE_TAGS_MATCH,
         fact_type="observation",
         timeout=timeout,
+        limit=None,
     )
     remaining = {unit.id for unit in units}
     return tuple(oid for oid in observation_ids if oid not in remaining)

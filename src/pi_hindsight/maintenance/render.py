@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pi_hindsight.backend.maintenance import MentalModelInfo
+from pi_hindsight.backend.records import MentalModel
 from pi_hindsight.maintenance.common import FieldChange
 from pi_hindsight.maintenance.mental_models import ModelChange, is_memo
 from pi_hindsight.maintenance.missions import MissionChange, Missions
@@ -99,7 +99,7 @@ def mission_change(change: MissionChange) -> str:
     return "\n".join(lines)
 
 
-def models_list(models: Sequence[MentalModelInfo], *, content: bool = False) -> str:
+def models_list(models: Sequence[MentalModel], *, content: bool = False) -> str:
     if not models:
         return "no mental models"
     lines = []

@@ -21,16 +21,15 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, ClassVar, Literal
 
-from pi_hindsight.backend.hindsight import HindsightBackend
-from pi_hindsight.backend.maintenance import (
+from pi_hindsight.backend.protocol import MemoryBackend
+from pi_hindsight.backend.records import (
     BankConfig,
     DirectiveInfo,
-    MaintenanceApi,
-    MentalModelInfo,
+    MentalModel,
     TemplateImportResult,
-    normalise_trigger,
 )
 from pi_hindsight.errors import ConfigError
+from pi_hindsight.maintenance.common import require_bank
 
 TEMPLATE_NAMES = ("coding-project", "personal-preferences")
 _OUR_KEYS = ("description",)  # ours, stripped before the manifest is sent
@@ -176,7 +175,10 @@ def bind_manifest(manifest: Mapping[str, Any], *, bank: str, tags: Sequence[str]
     return bound
 
 
-def _model_action(stored: MentalModelInfo | None, wanted: Mapping[str, Any]) -> ResourceChange:
+def _model_action(
+    stored: MentalModel | None, wanted: Mapping[str, Any], trigger: Mapping[str, Any]
+) -> ResourceChange:
+    """``trigger``: the wanted trigger as the server stores it (``normalise_trigger``)."""
     key, name = str(wanted["id"]), str(wanted["name"])
     if stored is None:
         return ResourceChange("mental_model", key, name, "create")
@@ -189,7 +191,7 @@ def _model_action(stored: MentalModelInfo | None, wanted: Mapping[str, Any]) -> 
         differ.append("max_tokens")
     if wanted.get("tags") and set(stored.tags) != set(wanted["tags"]):
         differ.append("tags")
-    if dict(stored.trigger) != normalise_trigger(wanted.get("trigger")):
+    if dict(stored.trigger) != dict(trigger):
         differ.append("trigger")
     return ResourceChange(
         "mental_model", key, name, "update" if differ else "unchanged", tuple(differ)
@@ -223,30 +225,30 @@ def _config_changes(current: BankConfig, wanted: Mapping[str, Any]) -> tuple[Con
 
 
 async def preview_template(
-    backend: HindsightBackend, bank: str, name: str, *, tags: Sequence[str], timeout: float
+    backend: MemoryBackend, bank: str, name: str, *, tags: Sequence[str], timeout: float
 ) -> TemplatePlan:
     """Dry run: what applying template ``name`` to ``bank`` for scope ``tags`` would change.
 
     Changes nothing: reads the bank's config, mental models and directives, and asks Hindsight
     to validate the manifest (``dry_run=true``).
     """
-    api = MaintenanceApi(backend)
     manifest = bind_manifest(load_manifest(name), bank=bank, tags=tags)
-    await api.require_bank(bank, timeout=timeout)
-    server = await api.import_template(bank, manifest, dry_run=True, timeout=timeout)
-    current = await api.bank_config(bank, timeout=timeout)
+    await require_bank(backend, bank, timeout=timeout)
+    server = await backend.import_template(bank, manifest, dry_run=True, timeout=timeout)
+    current = await backend.bank_config(bank, timeout=timeout)
     models = {
-        str(m["id"]): await api.get_mental_model(bank, str(m["id"]), timeout=timeout)
+        str(m["id"]): await backend.get_mental_model(bank, str(m["id"]), timeout=timeout)
         for m in manifest.get("mental_models") or ()
     }
-    directives = {item.name: item for item in await api.list_directives(bank, timeout=timeout)}
+    directives = {item.name: item for item in await backend.list_directives(bank, timeout=timeout)}
     return TemplatePlan(
         template=name,
         bank=bank,
         tags=tuple(sorted(tags)),
         config=_config_changes(current, manifest.get("bank") or {}),
         mental_models=tuple(
-            _model_action(models.get(str(m["id"])), m) for m in manifest.get("mental_models") or ()
+            _model_action(models.get(str(m["id"])), m, backend.normalise_trigger(m.get("trigger")))
+            for m in manifest.get("mental_models") or ()
         ),
         directives=tuple(
             _directive_action(directives.get(str(d["name"])), d)
@@ -258,7 +260,7 @@ async def preview_template(
 
 
 async def apply_template(
-    backend: HindsightBackend, bank: str, name: str, *, tags: Sequence[str], timeout: float
+    backend: MemoryBackend, bank: str, name: str, *, tags: Sequence[str], timeout: float
 ) -> TemplateApplied:
     """Apply template ``name`` to the existing ``bank`` for scope ``tags`` (import endpoint).
 
@@ -266,6 +268,5 @@ async def apply_template(
     changed mental models are refreshed by Hindsight asynchronously (``result.operation_ids``).
     """
     plan = await preview_template(backend, bank, name, tags=tags, timeout=timeout)
-    api = MaintenanceApi(backend)
-    result = await api.import_template(bank, plan.manifest, dry_run=False, timeout=timeout)
+    result = await backend.import_template(bank, plan.manifest, dry_run=False, timeout=timeout)
     return TemplateApplied(plan=plan, result=result)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from pi_hindsight import __version__
-from pi_hindsight.backend.records import MemoryBackend
+from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.config import Settings, load_config
 from pi_hindsight.engine.engine import MemoryEngine
 from pi_hindsight.errors import NoSession, PiHindsightError, RpcError

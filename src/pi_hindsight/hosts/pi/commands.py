@@ -172,7 +172,9 @@ class PiCommands:
     async def _evidence(self, args: str, accepted: bool | None) -> CommandResult:
         ledger = self.engine.recorder.ledger
         if ledger is None:
-            why = self.engine.recorder.last_error or "evidence is disabled (evidence.enabled: false)"
+            why = (
+                self.engine.recorder.last_error or "evidence is disabled (evidence.enabled: false)"
+            )
             return _say(f"no evidence ledger: {why}", "warning")
         page = await run_store(ledger.list, limit=5)
         lines = ["last requests (newest first):"]

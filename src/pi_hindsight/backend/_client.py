@@ -1,0 +1,209 @@
+"""The one holder of the official client's ``ApiClient`` and the one error translation.
+
+Every call to Hindsight runs inside :meth:`Client.call`: it bounds the call by its timeout and
+turns every foreign failure (``hindsight_client_api`` and ``aiohttp`` exceptions, timeouts, answers
+that do not parse) into our :class:`~pi_hindsight.errors.BackendError` family. Nothing else in
+pi-hindsight catches or even names those exceptions (a test checks this). The resource modules
+(``memories``, ``banks``, ``mental_models``, ``operations``, ``documents``, ``templates``) build on
+:class:`Resource` and take the generated API classes they need from :meth:`Client.api`.
+
+Importing this module imports the official client (~0.8 s): only ``backend/hindsight.py`` and the
+resource modules import it, lazily from the sidecar (see ``rpc/sidecar.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import aiohttp
+from hindsight_client_api.api_client import ApiClient
+from hindsight_client_api.configuration import Configuration
+from hindsight_client_api.exceptions import ApiException
+
+from pi_hindsight.config_display import display_url, scrub, url_secrets
+from pi_hindsight.errors import (
+    BackendError,
+    BackendMalformed,
+    BackendRejected,
+    BackendServerError,
+    BackendUnavailable,
+    BankNotFound,
+)
+
+T = TypeVar("T")
+R = TypeVar("R")
+PAGE = 500  # items per page of a listing we read to the end
+
+_NOT_HINDSIGHT_HINT = (
+    "check that hindsight.baseUrl points at a Hindsight server (`pi-hindsight status`); "
+    "retains stay in the outbox and are retried"
+)
+
+
+def _retry_after(headers: Any) -> float | None:
+    if not headers:
+        return None
+    value = None
+    with contextlib.suppress(AttributeError, TypeError):
+        value = headers.get("Retry-After") or headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _server_message(body: str | None) -> str:
+    if not body:
+        return ""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return body[:300]
+    if isinstance(parsed, dict):
+        detail = parsed.get("detail") or parsed.get("message") or parsed.get("error")
+        if detail is not None:
+            return str(detail)[:300]
+    return body[:300]
+
+
+def translate_api_exception(error: ApiException, what: str, bank: str | None) -> BackendError:
+    status = int(error.status or 0)
+    message = _server_message(error.body)
+    where = f" (bank {bank})" if bank else ""
+    if status == 0:  # the client could not read the answer at all (e.g. its content type)
+        return BackendMalformed(
+            f"{what}{where} failed: the answer is not Hindsight's ({error.reason or message})",
+            hint=_NOT_HINDSIGHT_HINT,
+        )
+    text = f"{what}{where} failed: HTTP {status} {message}".rstrip()
+    if status == 429 or status >= 500:
+        return BackendServerError(text, status=status, retry_after=_retry_after(error.headers))
+    if status == 408:
+        return BackendUnavailable(text, status=status)
+    if status == 404 and "bank" in message.lower():
+        return BankNotFound(text, status=status)
+    return BackendRejected(text, status=status)
+
+
+def _malformed(error: BaseException) -> str:
+    """What was wrong with an answer, in a few words (never a parser's field-by-field dump)."""
+    title = getattr(error, "title", None)  # pydantic's ValidationError names the model
+    if isinstance(title, str) and title:
+        return f"it is not a {title}"
+    if isinstance(error, RecursionError):
+        return "it is nested too deeply"
+    return f"it could not be read ({type(error).__name__})"
+
+
+def built(request: T | None, what: str) -> T:
+    """A request model built with ``from_dict`` (which returns None only for None input)."""
+    if request is None:  # pragma: no cover - from_dict returns None only for None input
+        raise BackendRejected(f"{what}: the request could not be built")
+    return request
+
+
+class Client:
+    """The official client's ``ApiClient`` for one server, and the translation of its failures."""
+
+    def __init__(self, base_url: str, *, api_key: str | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._shown_url = display_url(self.base_url)  # errors never quote a password
+        self._api_client = ApiClient(Configuration(host=self.base_url))
+        self._api_client.user_agent = "pi-hindsight"
+        if api_key:
+            self._api_client.default_headers["Authorization"] = f"Bearer {api_key}"
+        self._apis: dict[type[Any], Any] = {}
+
+    def api(self, kind: type[T]) -> T:
+        """The generated API class ``kind`` bound to this client (one instance per class)."""
+        found = self._apis.get(kind)
+        if found is None:
+            found = self._apis[kind] = kind(self._api_client)  # type: ignore[call-arg]
+        return found
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._api_client.close()  # type: ignore[no-untyped-call]  # generated code
+
+    @contextlib.asynccontextmanager
+    async def call(self, what: str, bank: str | None, timeout: float) -> AsyncIterator[None]:
+        """Translate every foreign failure of the wrapped call and bound it by ``timeout``."""
+        try:
+            async with asyncio.timeout(timeout):
+                yield
+        except ApiException as error:
+            raise translate_api_exception(error, what, bank) from error
+        except TimeoutError as error:
+            raise BackendUnavailable(
+                f"{what} timed out after {timeout:.1f}s ({self._shown_url})",
+                hint="the Hindsight server is slow or unreachable; check `pi-hindsight status`",
+            ) from error
+        except (aiohttp.ClientError, OSError) as error:
+            raise BackendUnavailable(
+                f"{what}: cannot reach Hindsight at {self._shown_url}: "
+                f"{scrub(str(error), url_secrets(self.base_url))}",
+                hint="start it with `pi-hindsight server start` or set the server URL",
+            ) from error
+        except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as error:
+            # The answer did not parse into the API's models (pydantic's ValidationError is a
+            # ValueError), or lacked what we read from it: the server's fault, never the item's.
+            raise BackendMalformed(
+                f"{what}{f' (bank {bank})' if bank else ''}: the answer from {self.base_url} "
+                f"is not Hindsight's: {_malformed(error)}",
+                hint=_NOT_HINDSIGHT_HINT,
+            ) from error
+
+    async def lookup(
+        self, what: str, bank: str | None, timeout: float, request: Callable[[], Awaitable[T]]
+    ) -> T | None:
+        """``request()``'s answer, or None when the server answers 404 for the item."""
+        try:
+            async with self.call(what, bank, timeout):
+                return await request()
+        except BackendRejected as error:
+            if error.status == 404:
+                return None
+            raise
+
+    async def collect(
+        self,
+        what: str,
+        bank: str,
+        timeout: float,
+        listing: Callable[..., Awaitable[Any]],
+        convert: Callable[[Any], R],
+        *,
+        field: str = "items",
+        page_size: int = PAGE,
+        limit: int | None = None,
+        **query: Any,
+    ) -> list[R]:
+        """Every item (up to ``limit``) of the paged ``listing`` of ``bank`` with ``query``."""
+        found: list[R] = []
+        offset = 0
+        while True:
+            size = page_size if limit is None else min(limit - len(found), page_size)
+            async with self.call(what, bank, timeout):
+                page = await listing(
+                    bank, limit=size, offset=offset, _request_timeout=timeout, **query
+                )
+                items = list(getattr(page, field))
+                found.extend(convert(item) for item in items)
+                total = int(page.total)
+            offset += len(items)
+            if not items or offset >= total or (limit is not None and len(found) >= limit):
+                return found if limit is None else found[:limit]
+
+
+class Resource:
+    """Base of the resource modules' classes: the client they share (``HindsightBackend``
+    composes them over one :class:`Client`)."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client

@@ -1,0 +1,173 @@
+"""Memories: recall, retain, reflect and the memory-unit listing (``MemoryApi``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hindsight_client_api.api.memory_api import MemoryApi
+from hindsight_client_api.models.recall_request import RecallRequest
+from hindsight_client_api.models.reflect_request import ReflectRequest
+from hindsight_client_api.models.retain_request import RetainRequest
+
+from pi_hindsight.backend._client import Resource, built
+from pi_hindsight.backend.protocol import Budget
+from pi_hindsight.backend.records import (
+    MemoryRecord,
+    ReflectResult,
+    RetainAccepted,
+    RetainItem,
+    TagsMatch,
+)
+
+
+def _record(item: Any, kind: str | None, sources: Sequence[str] | None) -> MemoryRecord:
+    """A recall result or a listed memory unit (they name the type and the sources apart)."""
+    return MemoryRecord(
+        id=item.id,
+        text=item.text or "",
+        type=kind,
+        context=item.context or None,
+        occurred_start=item.occurred_start,
+        occurred_end=item.occurred_end,
+        mentioned_at=item.mentioned_at,
+        document_id=item.document_id,
+        chunk_id=item.chunk_id,
+        tags=tuple(item.tags or ()),
+        source_memory_ids=tuple(sources or ()),
+    )
+
+
+def _listed(item: Any) -> MemoryRecord:
+    return _record(item, item.fact_type, item.source_memory_ids)
+
+
+class Memories(Resource):
+    async def recall(
+        self,
+        bank: str,
+        query: str,
+        *,
+        tags: Sequence[str],
+        tags_match: TagsMatch,
+        max_tokens: int,
+        timeout: float,
+        budget: Budget = "mid",
+        types: Sequence[str] | None = None,
+        query_timestamp: str | None = None,
+    ) -> list[MemoryRecord]:
+        request = RecallRequest(
+            query=query,
+            types=list(types) if types else None,
+            budget=budget,
+            max_tokens=max_tokens,
+            query_timestamp=query_timestamp,
+            tags=list(tags),
+            tags_match=tags_match,
+        )
+        api = self._client.api(MemoryApi)
+        async with self._client.call("recall", bank, timeout):
+            response = await api.recall_memories(bank, request, _request_timeout=timeout)
+            return [_record(r, r.type, r.source_fact_ids) for r in response.results]
+
+    async def retain(
+        self,
+        bank: str,
+        items: Sequence[RetainItem],
+        *,
+        operation_id: str,
+        timeout: float,
+        run_async: bool = True,
+    ) -> RetainAccepted:
+        wire = [
+            {
+                "content": item.content,
+                "document_id": item.document_id,
+                "tags": list(item.tags),
+                "timestamp": item.timestamp,
+                "context": item.context,
+                "metadata": dict(item.metadata) or None,
+                "update_mode": item.update_mode,
+            }
+            for item in items
+        ]
+        request = built(
+            RetainRequest.from_dict(
+                {"items": wire, "async": run_async, "operation_id": operation_id}
+            ),
+            "retain",
+        )
+        api = self._client.api(MemoryApi)
+        async with self._client.call("retain", bank, timeout):
+            response = await api.retain_memories(bank, request, _request_timeout=timeout)
+            accepted_id = response.operation_id or (
+                response.operation_ids[0] if response.operation_ids else None
+            )
+            return RetainAccepted(operation_id=accepted_id, items=response.items_count)
+
+    async def reflect(
+        self,
+        bank: str,
+        query: str,
+        *,
+        tags: Sequence[str],
+        tags_match: TagsMatch,
+        timeout: float,
+        budget: Budget = "mid",
+        max_tokens: int = 2048,
+        context: str | None = None,
+    ) -> ReflectResult:
+        request = built(
+            ReflectRequest.from_dict(
+                {
+                    "query": query,
+                    "budget": budget,
+                    "context": context,
+                    "max_tokens": max_tokens,
+                    "include": {"facts": {}},
+                    "tags": list(tags),
+                    "tags_match": tags_match,
+                }
+            ),
+            "reflect",
+        )
+        api = self._client.api(MemoryApi)
+        async with self._client.call("reflect", bank, timeout):
+            response = await api.reflect(bank, request, _request_timeout=timeout)
+            based_on = response.based_on
+            memories = based_on.memories if based_on and based_on.memories else []
+            models = based_on.mental_models if based_on and based_on.mental_models else []
+            return ReflectResult(
+                text=response.text,
+                memory_ids=tuple(str(memory.id) for memory in memories if memory.id),
+                mental_model_ids=tuple(str(model.id) for model in models if model.id),
+            )
+
+    async def list_memories(
+        self,
+        bank: str,
+        *,
+        tags: Sequence[str],
+        tags_match: TagsMatch,
+        timeout: float,
+        start_date: str | None = None,
+        end_date: str | None = None,
+        time_field: str | None = None,
+        fact_type: str | None = None,
+        limit: int | None = 50,
+    ) -> list[MemoryRecord]:
+        api = self._client.api(MemoryApi)
+        return await self._client.collect(
+            "memory listing",
+            bank,
+            timeout,
+            api.list_memories,
+            _listed,
+            limit=limit,
+            type=fact_type,
+            tags=list(tags),
+            tags_match=tags_match,
+            time_field=time_field or ("created_at" if start_date or end_date else None),
+            start_date=start_date,
+            end_date=end_date,
+        )
