@@ -15,11 +15,11 @@ from pi_hindsight.config import Settings
 from pi_hindsight.engine.scope import Scope, ScopeResolution, register_location, resolve_scope
 from pi_hindsight.engine.types import (
     ConsentQuestion,
+    Notice,
     Outcome,
     SessionInfo,
     SessionView,
     VisibleContext,
-    Notice,
 )
 from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.runner import run_store

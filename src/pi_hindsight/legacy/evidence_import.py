@@ -33,7 +33,7 @@ from pi_hindsight.legacy.evidence_formats import (
 )
 from pi_hindsight.safe_files import BadJson, loads_line, open_regular
 from pi_hindsight.stores.evidence import EvidenceLedger, EvidenceSpaceError
-from pi_hindsight.stores.evidence.schema import RequestRow, LegacySource, format_bytes
+from pi_hindsight.stores.evidence.schema import LegacySource, RequestRow, format_bytes
 
 LINE_LIMIT = 16 * 1024 * 1024
 DOCUMENT_LIMIT = 64 * 1024 * 1024

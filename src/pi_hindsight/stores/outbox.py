@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pi_hindsight.stores.outbox_restore import RestoreResult, restore_rows
 from pi_hindsight.backend.records import RetainItem
+from pi_hindsight.stores.outbox_restore import RestoreResult, restore_rows
 from pi_hindsight.stores.outbox_schema import SCHEMA
 from pi_hindsight.stores.sqlite import (
     SetAside,
