@@ -14,7 +14,7 @@ import click
 
 from pi_hindsight.backend import MemoryBackend, open_backend
 from pi_hindsight.cli._common import json_option, resolve_state_dir, state_dir_option
-from pi_hindsight.config import Settings, load_config
+from pi_hindsight.config import Settings
 from pi_hindsight.engine.scope import SESSION_PLACEHOLDER, USER_SCOPE_TAGS, resolve_scope
 from pi_hindsight.errors import BackendError, ConfigError, ScopeError
 from pi_hindsight.stores.catalog import Catalog
@@ -83,9 +83,11 @@ def scope_for(state_dir: Path, cwd: Path, settings: Settings) -> tuple[str, str,
 
 
 def select(state_dir: Path | None, cwd: Path, *, user_bank: bool) -> Selected:
+    from pi_hindsight.app import base_url_resolver, load_settings  # noqa: PLC0415 - fast --help
+
     directory = resolve_state_dir(state_dir)
     cwd = cwd.resolve()
-    settings = load_config(directory, project_root=cwd).settings
+    settings = load_settings(directory, cwd).settings
     scope_id, bank, tags = scope_for(directory, cwd, settings)
     if user_bank:
         if not settings.user_bank_active:
@@ -95,9 +97,7 @@ def select(state_dir: Path | None, cwd: Path, *, user_bank: bool) -> Selected:
                 "project+user`",
             )
         scope_id, bank, tags = "user", settings.banks.user.bank_id, USER_SCOPE_TAGS
-    from pi_hindsight.rpc.sidecar import resolve_base_url  # noqa: PLC0415 - keep --help fast
-
-    base_url = resolve_base_url(directory)(settings)
+    base_url = base_url_resolver(directory)(settings)
     if base_url is None:
         raise BackendError(
             "no Hindsight server is configured", hint="run `pi-hindsight server start`"

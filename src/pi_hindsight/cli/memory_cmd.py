@@ -14,9 +14,8 @@ from typing import Any
 import click
 
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
-from pi_hindsight.engine.tools import MEMORY_TOOL, RETAIN_GLOBAL_TOOL, MemoryTools, ToolResult
 from pi_hindsight.engine.types import SessionInfo
-from pi_hindsight.hosts.pi.naming import PI_HOST
+from pi_hindsight.tools import MEMORY_TOOL, RETAIN_GLOBAL_TOOL, MemoryTools, ToolResult
 
 _cwd_option = click.option(
     "--cwd",
@@ -27,17 +26,9 @@ _cwd_option = click.option(
 
 
 async def _call(state_dir: Path, cwd: Path, tool: str, params: dict[str, Any]) -> ToolResult:
-    from pi_hindsight.config import load_config  # noqa: PLC0415 - keep `--help` fast
-    from pi_hindsight.engine.engine import MemoryEngine  # noqa: PLC0415
-    from pi_hindsight.rpc.sidecar import create_backend, resolve_base_url  # noqa: PLC0415
+    from pi_hindsight.app import CLI_HOST, build_engine  # noqa: PLC0415 - keep `--help` fast
 
-    engine = MemoryEngine(
-        host=PI_HOST,
-        state_dir=state_dir,
-        config_loader=lambda root: load_config(state_dir, project_root=root),
-        backend_factory=create_backend,
-        base_url_resolver=resolve_base_url(state_dir),
-    )
+    engine = build_engine(CLI_HOST, state_dir)
     view = await engine.open_session(
         SessionInfo(
             session_id=f"cli-{uuid.uuid4()}",

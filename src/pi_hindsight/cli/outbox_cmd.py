@@ -225,12 +225,12 @@ def purge(
 def drain(timeout: float, state_dir: Path | None, as_json: bool) -> None:
     """Deliver everything pending now and wait until Hindsight confirms it (or TIMEOUT)."""
     directory = resolve_state_dir(state_dir)
-    from pi_hindsight.backend.hindsight import HindsightBackend  # noqa: PLC0415 - slow import
+    from pi_hindsight.app import base_url_resolver  # noqa: PLC0415 - keep `--help` fast
+    from pi_hindsight.backend import MemoryBackend, open_backend  # noqa: PLC0415
     from pi_hindsight.engine.retain_worker import RetainWorker  # noqa: PLC0415
-    from pi_hindsight.rpc.sidecar import resolve_base_url  # noqa: PLC0415
 
     settings = load_config(directory).settings
-    base_url = resolve_base_url(directory)(settings)
+    base_url = base_url_resolver(directory)(settings)
     if base_url is None:
         raise BackendError(
             "no Hindsight server is configured", hint="run `pi-hindsight server start`"
@@ -238,9 +238,9 @@ def drain(timeout: float, state_dir: Path | None, as_json: bool) -> None:
 
     async def run() -> dict[str, object]:
         store = Outbox(directory)
-        backend = HindsightBackend(base_url, api_key=settings.hindsight.api_key)
+        backend = open_backend(base_url, api_key=settings.hindsight.api_key)
 
-        async def provider() -> HindsightBackend:
+        async def provider() -> MemoryBackend:
             return backend
 
         worker = RetainWorker(store, provider, timeout_s=settings.timeout_ms / 1000, concurrency=4)

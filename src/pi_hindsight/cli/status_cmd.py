@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.error
 import urllib.request
-from dataclasses import asdict
+import uuid
 from pathlib import Path
 from typing import Any
 
 import click
 
+from pi_hindsight.app import CLI_HOST, base_url_resolver, build_engine
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
-from pi_hindsight.config import load_config
+from pi_hindsight.config import Settings
 from pi_hindsight.config_display import basic_auth, display_url, scrub, url_secrets
-from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, resolve_scope
-from pi_hindsight.identity import resolve_identity
-from pi_hindsight.rpc.sidecar import resolve_base_url
-from pi_hindsight.stores.catalog import Catalog
-from pi_hindsight.stores.outbox import Outbox
-from pi_hindsight.stores.set_aside import SetAsideRecord, catalog_hint
+from pi_hindsight.engine.status import EngineStatus, describe_status
+from pi_hindsight.engine.types import SessionInfo
 
 
 def _health(base_url: str | None, timeout_s: float) -> dict[str, Any]:
@@ -41,47 +39,44 @@ def _health(base_url: str | None, timeout_s: float) -> dict[str, Any]:
         return {"url": shown, "healthy": False, "problem": problem}
 
 
-def collect_status(directory: Path, cwd: Path, *, check_server: bool) -> dict[str, Any]:
-    # The repository file's problems are listed too (a session shows them as one warning).
-    loaded = load_config(directory, project_root=resolve_identity(cwd).root)
-    settings = loaded.settings
-    catalog = Catalog(directory)
+async def _engine_status(
+    directory: Path, cwd: Path
+) -> tuple[EngineStatus, tuple[str, ...], Settings]:
+    """The status a session started in ``cwd`` would have — the same engine and the same one
+    config resolution as the sidecar, but passive: nothing is retained, recorded or sent."""
+    engine = build_engine(CLI_HOST, directory, passive=True)
+    info = SessionInfo(f"status-{uuid.uuid4()}", cwd, None, has_ui=False, reason="status")
     try:
-        resolution = resolve_scope(cwd, loaded.settings, catalog)
+        await engine.open_session(info)
+        await engine.state.open_outbox()  # its health is part of the answer
+        session = engine.session
+        warnings = (
+            () if session is None or session.resolution is None else session.resolution.warnings
+        )
+        return await engine.status(), warnings, engine.settings
     finally:
-        catalog.close()
-    outbox = Outbox(directory)
-    try:
-        health = asdict(outbox.health())
-    finally:
-        outbox.close()
-    registered = resolution.registered
-    scope = registered or resolution.proposed
-    base_url = resolve_base_url(directory)(settings)
-    set_aside = SetAsideRecord(directory).open_events()
-    off_reason = None if registered else f"not registered; run `pi-hindsight scope register {cwd}`"
-    lost_catalog = [event for event in set_aside if event.store == "catalog"]
-    if off_reason and lost_catalog:
-        off_reason = f"{off_reason}; {catalog_hint(lost_catalog[-1])}"
-    return {
+        await engine.shutdown(0.0)
+
+
+def collect_status(
+    directory: Path, cwd: Path, *, check_server: bool
+) -> tuple[EngineStatus, dict[str, Any]]:
+    """The engine's status for ``cwd``, and its JSON with what only this command adds (the
+    server's health, checked here; the resolution's warnings)."""
+    status, warnings, settings = asyncio.run(_engine_status(directory, cwd))
+    base_url = base_url_resolver(directory)(settings)
+    data = {
+        **status.to_json(),
         "stateDir": str(directory),
-        "configProblems": [problem.describe() for problem in loaded.problems],
         "cwd": str(cwd),
-        "projectId": resolution.identity.project_id,
-        "identitySource": resolution.identity.source,
-        "registered": registered is not None,
-        "profile": settings.profile,
-        "bankRule": resolution.bank_rule,
-        "warnings": list(resolution.warnings),
-        "offReason": off_reason,
-        "scope": {**asdict(scope), "tagsMatch": SCOPE_TAGS_MATCH},
+        "registered": status.enabled,
+        "warnings": list(warnings),
+        "configProblems": list(status.config.problems),
         "server": _health(base_url, settings.timeout_ms / 1000)
         if check_server
         else {"url": None if base_url is None else display_url(base_url)},
-        "outbox": health,
-        # Stores set aside by any process and not yet restored or acknowledged (`state list`).
-        "setAside": [event.to_json() for event in set_aside],
     }
+    return status, data
 
 
 @click.command()
@@ -96,36 +91,18 @@ def collect_status(directory: Path, cwd: Path, *, check_server: bool) -> dict[st
 @json_option
 def status(cwd: Path, no_server: bool, state_dir: Path | None, as_json: bool) -> None:
     """Scope, registration, server health and outbox health for a directory."""
-    data = collect_status(resolve_state_dir(state_dir), cwd.resolve(), check_server=not no_server)
+    engine_status, data = collect_status(
+        resolve_state_dir(state_dir), cwd.resolve(), check_server=not no_server
+    )
     if as_json:
         echo_json(data)
         return
-    scope = data["scope"]
     click.echo(f"directory: {data['cwd']}")
-    click.echo(f"  project: {data['projectId']} (from {data['identitySource']})")
-    if data["registered"]:
-        click.echo(
-            f"  memory:  on — scope {scope['scope_id']}, bank {scope['bank_id']} "
-            f"({data['bankRule']}), profile {data['profile']}"
-        )
-    else:
-        click.echo(f"  memory:  OFF — {data['offReason']}")
-    click.echo(f"  tags:    {', '.join(scope['tags'])} (match {scope['tagsMatch']})")
+    click.echo(describe_status(engine_status))
     server = data["server"]
     state = "healthy" if server.get("healthy") else f"unavailable ({server.get('problem', '?')})"
     if no_server:
         state = "not checked"
     click.echo(f"server:    {server.get('url') or '-'} — {state}")
-    outbox = data["outbox"]
-    click.echo(
-        f"outbox:    {outbox['pending']} pending, {outbox['submitted']} awaiting confirmation, "
-        f"{outbox['dead']} dead"
-    )
-    if outbox["last_error"]:
-        click.echo(f"           last error: {outbox['last_error']}")
     for warning in data["warnings"]:
         click.echo(f"warning:   {warning}")
-    for problem in data["configProblems"]:
-        click.echo(f"config:    {problem}")
-    for event in data["setAside"]:
-        click.echo(f"set aside: [{event['id']}] {event['description']}")

@@ -82,7 +82,7 @@ class MemoryEngine:
         backend_factory: BackendFactory,
         base_url_resolver: Callable[[Settings], str | None],
         context_reader: ContextReader | None = None,
-        retain_in_background: bool = True,
+        passive: bool = False,
     ) -> None:
         self.host = host
         self.state_dir = state_dir
@@ -92,7 +92,8 @@ class MemoryEngine:
         self.connection = HindsightConnection(backend_factory, base_url_resolver)
         self._deliverer = Deliverer(self.connection)
         self._read_context = context_reader
-        self._retain_in_background = retain_in_background
+        # A command that only looks (``status``): no retain worker, no evidence recording.
+        self._passive = passive
         self.state = LocalState(state_dir)
         self.recorder = EvidenceRecorder(self.state)
         self.retainer = Retainer(self.state, host)
@@ -112,6 +113,21 @@ class MemoryEngine:
     def scope(self) -> Scope | None:
         """The session's scope with its bank resolved, or None when memory is off."""
         return None if self._session is None else self._session.scope
+
+    def off_reason(self) -> str:
+        session = self._session
+        return "no session" if session is None else session.off_reason or "memory is on"
+
+    async def backend(self) -> MemoryBackend:
+        return await self.connection.backend(self.settings)
+
+    async def backend_with_bank(self, bank: str, mission: str) -> MemoryBackend:
+        """The backend, with ``bank`` created (with its mission) if it does not exist yet."""
+        backend = await self.connection.backend(self.settings)
+        await self.connection.ensure_bank(
+            backend, bank, mission, timeout=self.settings.timeout_ms / 1000
+        )
+        return backend
 
     async def open_catalog(self) -> Catalog:
         return await self.state.open_catalog()
@@ -138,7 +154,8 @@ class MemoryEngine:
             notices.extend(await self._set_aside_notices())
             return self._view(tuple(notices))
         notices.extend(Notice("warning", warning) for warning in session.resolution.warnings)
-        notices.extend(await self.recorder.open(self.settings.evidence))
+        if not self._passive:
+            notices.extend(await self.recorder.open(self.settings.evidence))
         await self._load_context()
         await self._activate()
         notices.extend(await self._set_aside_notices())
@@ -325,19 +342,13 @@ class MemoryEngine:
     # -- background retain -----------------------------------------------------------------
 
     async def _worker_backend(self) -> MemoryBackend:
-        backend = await self.connection.backend(self.settings)
         scope = self.scope()
-        if scope is not None:
-            await self.connection.ensure_bank(
-                backend,
-                scope.bank_id,
-                self.settings.banks.project.mission,
-                timeout=self.settings.timeout_ms / 1000,
-            )
-        return backend
+        if scope is None:
+            return await self.backend()
+        return await self.backend_with_bank(scope.bank_id, self.settings.banks.project.mission)
 
     async def _start_worker(self) -> None:
-        if self._retain_in_background:
+        if not self._passive:
             await self.retainer.start_worker(
                 self._worker_backend, timeout_s=self.settings.timeout_ms / 1000
             )

@@ -14,7 +14,7 @@ from pi_hindsight.engine.types import Outcome
 from pi_hindsight.errors import StateError
 from pi_hindsight.stores.evidence import EvidenceLedger
 from pi_hindsight.stores.outbox import Outbox
-from pi_hindsight.stores.set_aside import SetAsideEvent
+from pi_hindsight.stores.set_aside import SetAsideEvent, describe
 
 
 @dataclass(frozen=True)
@@ -270,3 +270,55 @@ def identity_fields(
         resolution.bank_rule,
         proposed,
     )
+
+
+def describe_status(status: EngineStatus) -> str:
+    """Status at a glance: what memory does here, and exactly why when it does nothing."""
+    lines: list[str] = []
+    project = f"{status.project_id} (from {status.identity_source})"
+    scope = status.scope
+    if scope is None:
+        lines.append(f"Hindsight memory is OFF: {status.off_reason}")
+        lines.append(f"  project: {project}")
+        proposed = status.proposed_scope
+        if proposed:
+            lines.append(f"  would use: bank {proposed.bank_id}, tags {', '.join(proposed.tags)}")
+    else:
+        lines.append(f"Hindsight memory is on — profile {status.profile}")
+        lines.append(f"  project: {project}")
+        lines.append(f"  bank:    {scope.bank_id} ({status.bank_rule})")
+        lines.append(f"  tags:    {', '.join(scope.tags)} (match {scope.tags_match})")
+        recall = status.recall
+        user = f", user bank {recall.user_max_tokens}" if recall.user_bank else ""
+        lines.append(
+            f"  recall:  project {recall.max_tokens} tokens{user}, memo "
+            f"{recall.memo_max_tokens}, at most {recall.request_max_tokens} per request"
+        )
+        last: str = status.last_outcome or "no request yet"
+        if status.last_reason:
+            last = f"{last} ({status.last_reason})"
+        lines.append(f"  last:    {last}")
+        lines.append(f"  retain:  {'automatic' if status.retain_automatic else 'off'}")
+        backend = status.backend
+        health = {
+            True: "healthy",
+            False: f"unavailable ({backend.last_error})",
+            None: "not contacted yet",
+        }
+        lines.append(f"  backend: {health[backend.healthy]}")
+    outbox = status.outbox
+    if outbox is not None and outbox.error is None:
+        lines.append(
+            f"  outbox:  {outbox.pending} pending, {outbox.submitted} awaiting confirmation, "
+            f"{outbox.dead} dead"
+        )
+    evidence = status.evidence
+    if evidence.enabled:
+        state = "recording" if evidence.recording else f"NOT recording ({evidence.last_error})"
+        note = f"; {evidence.retention}" if evidence.retention else ""
+        lines.append(f"  evidence: {state}{note}")
+    for problem in status.config.problems:
+        lines.append(f"  config:  {problem}")
+    for event in status.set_aside:
+        lines.append(f"  set aside: [{event.event_id}] {describe(event)}")
+    return "\n".join(lines)

@@ -1,4 +1,8 @@
-"""``pi-hindsight serve``: the sidecar Pi's shim spawns, one per Pi process.
+"""The sidecar's transport: JSON-RPC 2.0 over stdio for whatever a host adapter dispatches.
+
+It knows no engine: a *dispatcher* (``hosts/pi/host.py`` ``PiHost`` for Pi, built by
+``app.serve_pi``) names its methods, the ones whose work must finish even when a shutdown
+arrives, and how to shut down.
 
 stdout carries protocol messages only; logs go to stderr and ``<state dir>/logs/sidecar.log``.
 The sidecar announces ``ready`` before it imports the Hindsight client (~0.8 s), which is then
@@ -17,22 +21,14 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from pi_hindsight import __version__
-from pi_hindsight.backend import MemoryBackend
-from pi_hindsight.config import Settings, load_config
-from pi_hindsight.engine.engine import MemoryEngine
 from pi_hindsight.errors import NoSession, PiHindsightError, RpcError
-from pi_hindsight.hosts.pi.host import PiHost
-from pi_hindsight.hosts.pi.naming import PI_HOST
-from pi_hindsight.hosts.pi.session_file import read_visible_context
-from pi_hindsight.hosts.pi.wire import ShutdownParams
 from pi_hindsight.paths import ensure_private_dir
-from pi_hindsight.paths import state_dir as default_state_dir
 from pi_hindsight.rpc import protocol
 
 logger = logging.getLogger(__name__)
@@ -54,21 +50,24 @@ def _warm_up() -> None:
         logger.exception("cannot import the Hindsight client")
 
 
-async def create_backend(base_url: str, api_key: str | None) -> MemoryBackend:
-    module = await asyncio.to_thread(importlib.import_module, _BACKEND_MODULE)
-    backend: MemoryBackend = module.HindsightBackend(base_url, api_key=api_key)
-    return backend
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 
-def resolve_base_url(state_dir: Path) -> Callable[[Settings], str | None]:
-    def resolver(settings: Settings) -> str | None:
-        if settings.hindsight.base_url:
-            return settings.hindsight.base_url
-        from pi_hindsight.launcher import recorded_base_url  # noqa: PLC0415 - only when needed
+class Dispatcher(Protocol):
+    """What a host adapter gives the transport."""
 
-        return recorded_base_url(state_dir)
+    @property
+    def handlers(self) -> Mapping[str, Handler]: ...
 
-    return resolver
+    # Methods whose work is committed locally and must finish even when a shutdown arrives
+    # while they run.
+    @property
+    def durable_methods(self) -> frozenset[str]: ...
+
+    async def shutdown(self, params: dict[str, Any] | None, bound_s: float) -> Any:
+        """Stop within ``bound_s``; ``params`` are the ``shutdown`` request's (None: stdin
+        closed or SIGTERM). The result is the ``shutdown`` answer."""
+        ...
 
 
 class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
@@ -117,7 +116,7 @@ def _error_answer(request: protocol.Request, failure: Exception) -> dict[str, An
 
 
 class Sidecar:
-    def __init__(self, host: PiHost, output: BinaryIO, shutdown_bound_s: float = 2.0) -> None:
+    def __init__(self, host: Dispatcher, output: BinaryIO, shutdown_bound_s: float = 2.0) -> None:
         self.host = host
         self._output = output
         self._tasks: dict[protocol.RequestId, asyncio.Task[None]] = {}
@@ -226,13 +225,6 @@ class Sidecar:
                 self.send(protocol.result(request.id, {"flushed": 0, "pending": -1}))
             return
         self._shutting_down = True
-        reason = "eof"
-        if request is not None:
-            try:
-                reason = ShutdownParams.model_validate(request.params).reason
-            except ValueError:
-                reason = "unknown"
-        logger.info("shutting down (%s)", reason)
         # A turn received before the shutdown is committed to the outbox, never cancelled
         # (R-RETAIN-1: durable before anything else); the rest of the work in flight is dropped.
         committing = [task for task in self._running if task in self._durable]
@@ -241,7 +233,9 @@ class Sidecar:
         for task in list(self._tasks.values()):
             if task not in self._durable:
                 task.cancel()
-        result = await self.host.engine.shutdown(self.shutdown_bound_s)
+        result = await self.host.shutdown(
+            None if request is None else request.params, self.shutdown_bound_s
+        )
         if request is not None and request.id is not None:
             self.send(protocol.result(request.id, result))
         self._stopping.set()
@@ -364,21 +358,13 @@ def _read_lines(fd: int, inbox: Inbox) -> None:
             skipping = True
 
 
-async def _main(state_dir: Path, output: BinaryIO) -> None:
+async def _main(output: BinaryIO, make_dispatcher: Callable[[], Dispatcher]) -> None:
     loop = asyncio.get_running_loop()
     inbox = Inbox(loop)
     threading.Thread(
         target=_read_lines, args=(sys.stdin.fileno(), inbox), name="stdin", daemon=True
     ).start()
-    engine = MemoryEngine(
-        host=PI_HOST,
-        state_dir=state_dir,
-        config_loader=lambda root: load_config(state_dir, project_root=root),
-        backend_factory=create_backend,
-        base_url_resolver=resolve_base_url(state_dir),
-        context_reader=read_visible_context,
-    )
-    sidecar = Sidecar(PiHost(engine), output)
+    sidecar = Sidecar(make_dispatcher(), output)
     with contextlib.suppress(NotImplementedError):
         loop.add_signal_handler(
             signal.SIGTERM,
@@ -387,15 +373,15 @@ async def _main(state_dir: Path, output: BinaryIO) -> None:
     await sidecar.serve(inbox)
 
 
-def run(state_dir: Path | None = None) -> None:
-    directory = default_state_dir() if state_dir is None else state_dir
+def run(state_dir: Path, make_dispatcher: Callable[[], Dispatcher]) -> None:
+    """Serve on stdio until stdin closes, ``shutdown`` or SIGTERM; logs under ``state_dir``."""
     try:
-        ensure_private_dir(directory)
+        ensure_private_dir(state_dir)
     except OSError as error:
-        print(f"cannot create state dir {directory}: {error}", file=sys.stderr)
+        print(f"cannot create state dir {state_dir}: {error}", file=sys.stderr)
     output = _claim_stdout()
-    _configure_logging(directory)
-    asyncio.run(_main(directory, output))
+    _configure_logging(state_dir)
+    asyncio.run(_main(output, make_dispatcher))
 
 
 def _claim_stdout() -> BinaryIO:

@@ -7,12 +7,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pi_hindsight.engine.engine import MemoryEngine
-from pi_hindsight.engine.status import EngineStatus
+from pi_hindsight.engine.status import describe_status
 from pi_hindsight.errors import NoSession, PiHindsightError, RpcError
 from pi_hindsight.hosts.pi.wire import CommandResult, CommandSpecWire, ConfirmRequestWire, Level
 from pi_hindsight.rpc.protocol import INVALID_PARAMS
 from pi_hindsight.stores.runner import run_store
-from pi_hindsight.stores.set_aside import describe
+from pi_hindsight.tools import maintenance
 
 
 def _say(text: str, level: Level = "info", status_line: str | None = None) -> CommandResult:
@@ -70,7 +70,7 @@ class PiCommands:
 
     async def _status(self, args: str, accepted: bool | None) -> CommandResult:
         status = await self.engine.status()
-        return _say(status_text(status), status_line=self.engine.status_line())
+        return _say(describe_status(status), status_line=self.engine.status_line())
 
     async def _register(self, args: str, accepted: bool | None) -> CommandResult:
         status = await self.engine.status()
@@ -92,15 +92,11 @@ class PiCommands:
         return _say(text, "info", status_line=view.status_line)
 
     async def _templates(self, args: str, accepted: bool | None) -> CommandResult:
-        from pi_hindsight.engine import tool_maintenance  # noqa: PLC0415 - loads the client
-
-        text = tool_maintenance.templates_text()
+        text = maintenance.templates_text()
         return _say(f"{text}\nApply one with /hindsight:template-apply NAME", "info")
 
     async def _template_apply(self, args: str, accepted: bool | None) -> CommandResult:
         """Preview (dry run) first; apply only after the user agreed to exactly that preview."""
-        from pi_hindsight.engine import tool_maintenance  # noqa: PLC0415 - loads the client
-
         name = args.split(maxsplit=1)[0] if args.split() else ""
         if not name:
             return _say(
@@ -109,7 +105,7 @@ class PiCommands:
         scope = self.engine.scope()
         if scope is None:
             return _say("memory is off here; register the project first", "warning")
-        target = tool_maintenance.template_target(self.engine, scope, name)
+        target = maintenance.template_target(self.engine, scope, name)
         if accepted is None:
             return await self._template_preview(target, name)
         if not accepted:
@@ -117,13 +113,11 @@ class PiCommands:
                 f"template {name} not applied (preview only); apply it with "
                 f"`pi-hindsight templates apply {name} --apply` or answer yes in Pi"
             )
-        applied = await tool_maintenance.template_apply(self.engine, target, name)
+        applied = await maintenance.template_apply(self.engine, target, name)
         return _say(applied.text, "info")
 
     async def _template_preview(self, target: Any, name: str) -> CommandResult:
-        from pi_hindsight.engine import tool_maintenance  # noqa: PLC0415 - loads the client
-
-        preview = await tool_maintenance.template_preview(self.engine, target, name)
+        preview = await maintenance.template_preview(self.engine, target, name)
         if not preview.details["changes"]:
             return _say(f"{preview.text}\nNothing to change.", "info")
         if not self._has_ui:  # no dialog possible: show the preview, change nothing
@@ -192,55 +186,3 @@ class PiCommands:
         lines.append(stats.retention_note)
         lines.append("details: `pi-hindsight evidence explain ID`")
         return _say("\n".join(lines), "info")
-
-
-def status_text(status: EngineStatus) -> str:
-    """Status at a glance: what memory does here, and exactly why when it does nothing."""
-    lines: list[str] = []
-    project = f"{status.project_id} (from {status.identity_source})"
-    scope = status.scope
-    if scope is None:
-        lines.append(f"Hindsight memory is OFF: {status.off_reason}")
-        lines.append(f"  project: {project}")
-        proposed = status.proposed_scope
-        if proposed:
-            lines.append(f"  would use: bank {proposed.bank_id}, tags {', '.join(proposed.tags)}")
-    else:
-        lines.append(f"Hindsight memory is on — profile {status.profile}")
-        lines.append(f"  project: {project}")
-        lines.append(f"  bank:    {scope.bank_id} ({status.bank_rule})")
-        lines.append(f"  tags:    {', '.join(scope.tags)} (match {scope.tags_match})")
-        recall = status.recall
-        user = f", user bank {recall.user_max_tokens}" if recall.user_bank else ""
-        lines.append(
-            f"  recall:  project {recall.max_tokens} tokens{user}, memo "
-            f"{recall.memo_max_tokens}, at most {recall.request_max_tokens} per request"
-        )
-        last: str = status.last_outcome or "no request yet"
-        if status.last_reason:
-            last = f"{last} ({status.last_reason})"
-        lines.append(f"  last:    {last}")
-        lines.append(f"  retain:  {'automatic' if status.retain_automatic else 'off'}")
-        backend = status.backend
-        health = {
-            True: "healthy",
-            False: f"unavailable ({backend.last_error})",
-            None: "not contacted yet",
-        }
-        lines.append(f"  backend: {health[backend.healthy]}")
-    outbox = status.outbox
-    if outbox is not None and outbox.error is None:
-        lines.append(
-            f"  outbox:  {outbox.pending} pending, {outbox.submitted} awaiting confirmation, "
-            f"{outbox.dead} dead"
-        )
-    evidence = status.evidence
-    if evidence.enabled:
-        state = "recording" if evidence.recording else f"NOT recording ({evidence.last_error})"
-        note = f"; {evidence.retention}" if evidence.retention else ""
-        lines.append(f"  evidence: {state}{note}")
-    for problem in status.config.problems:
-        lines.append(f"  config:  {problem}")
-    for event in status.set_aside:
-        lines.append(f"  set aside: [{event.event_id}] {describe(event)}")
-    return "\n".join(lines)

@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from pi_hindsight.engine.engine import MemoryEngine
-from pi_hindsight.engine.tools import MemoryTools
 from pi_hindsight.engine.types import CompletedTurn, Notice, SessionInfo, SessionView, UserRequest
 from pi_hindsight.errors import PiHindsightError, RpcError
 from pi_hindsight.hosts.pi import wire
@@ -23,6 +22,7 @@ from pi_hindsight.hosts.pi.messages import turn_messages
 from pi_hindsight.hosts.pi.naming import CUSTOM_TYPE
 from pi_hindsight.hosts.pi.session_file import session_start_dir
 from pi_hindsight.rpc.protocol import INVALID_PARAMS, PROTOCOL_VERSION
+from pi_hindsight.tools import MemoryTools
 
 logger = logging.getLogger(__name__)
 
@@ -183,6 +183,17 @@ class PiHost:
         parsed = _validate(wire.CompactionParams, params)
         logger.info("session compacted: %s", parsed.session_id)
         await self.engine.compacted()
+
+    async def shutdown(self, params: dict[str, Any] | None, bound_s: float) -> dict[str, int]:
+        """Submit what is ready within ``bound_s``; the rest stays in the outbox for later."""
+        reason = "eof"
+        if params is not None:
+            try:
+                reason = wire.ShutdownParams.model_validate(params).reason
+            except ValueError:
+                reason = "unknown"
+        logger.info("shutting down (%s)", reason)
+        return wire.ShutdownResult.model_validate(await self.engine.shutdown(bound_s)).wire()
 
     async def status(self, params: dict[str, Any]) -> dict[str, Any]:
         return (await self.engine.status()).to_json()

@@ -7,16 +7,13 @@ module binds them to the session's scope and renders the result for a model or a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from pi_hindsight.backend.protocol import MemoryBackend
 from pi_hindsight.engine.scope import USER_SCOPE_TAGS, Scope
 from pi_hindsight.errors import ConfigError, ScopeError
 from pi_hindsight.maintenance import mental_models, missions, render, templates
 from pi_hindsight.maintenance.common import as_json
-
-if TYPE_CHECKING:
-    from pi_hindsight.engine.engine import MemoryEngine
+from pi_hindsight.tools.context import ToolContext
 
 ModelAction = Literal["list", "create", "update", "delete"]
 USER_TEMPLATE = "personal-preferences"
@@ -36,29 +33,20 @@ class Target:
     mission: str
 
 
-async def _backend(engine: MemoryEngine, bank: str, mission: str) -> MemoryBackend:
-    """The backend, with ``bank`` created (with its mission) if the registered scope has none."""
-    backend = await engine.connection.backend(engine.settings)
-    await engine.connection.ensure_bank(
-        backend, bank, mission, timeout=engine.settings.timeout_ms / 1000
-    )
-    return backend
-
-
-def project_target(engine: MemoryEngine, scope: Scope) -> Target:
+def project_target(context: ToolContext, scope: Scope) -> Target:
     return Target(
         scope.bank_id,
         scope.tags,
         f"bank {scope.bank_id} ({scope.scope_id})",
-        engine.settings.banks.project.mission,
+        context.settings.banks.project.mission,
     )
 
 
-def template_target(engine: MemoryEngine, scope: Scope, name: str) -> Target:
+def template_target(context: ToolContext, scope: Scope, name: str) -> Target:
     """The already-selected bank for a template: the User bank for the personal template."""
     if name != USER_TEMPLATE:
-        return project_target(engine, scope)
-    settings = engine.settings
+        return project_target(context, scope)
+    settings = context.settings
     if not settings.user_bank_active:
         raise ScopeError(
             f"{USER_TEMPLATE} is for the User bank, which is not part of profile "
@@ -70,7 +58,7 @@ def template_target(engine: MemoryEngine, scope: Scope, name: str) -> Target:
 
 
 async def mission(
-    engine: MemoryEngine,
+    context: ToolContext,
     scope: Scope,
     *,
     new_mission: str | None,
@@ -78,8 +66,8 @@ async def mission(
     observations_mission: str | None,
     apply: bool,
 ) -> Rendered:
-    backend = await _backend(engine, scope.bank_id, engine.settings.banks.project.mission)
-    timeout = engine.settings.timeout_ms / 1000
+    backend = await context.backend_with_bank(scope.bank_id, context.settings.banks.project.mission)
+    timeout = context.settings.timeout_ms / 1000
     if new_mission is None and retain_mission is None and observations_mission is None:
         current = await missions.read_missions(backend, scope.bank_id, timeout=timeout)
         return Rendered(render.missions(current), {"missions": as_json(current)})
@@ -97,7 +85,7 @@ async def mission(
 
 
 async def models(
-    engine: MemoryEngine,
+    context: ToolContext,
     scope: Scope,
     *,
     action: ModelAction,
@@ -106,8 +94,8 @@ async def models(
     source_query: str | None,
     apply: bool,
 ) -> Rendered:
-    backend = await _backend(engine, scope.bank_id, engine.settings.banks.project.mission)
-    timeout = engine.settings.timeout_ms / 1000
+    backend = await context.backend_with_bank(scope.bank_id, context.settings.banks.project.mission)
+    timeout = context.settings.timeout_ms / 1000
     if action == "list":
         found = await mental_models.list_models(
             backend, scope.bank_id, tags=scope.tags, timeout=timeout
@@ -151,19 +139,19 @@ def templates_text() -> str:
     return render.templates_list(templates.list_templates())
 
 
-async def template_preview(engine: MemoryEngine, target: Target, name: str) -> Rendered:
-    backend = await _backend(engine, target.bank, target.mission)
+async def template_preview(context: ToolContext, target: Target, name: str) -> Rendered:
+    backend = await context.backend_with_bank(target.bank, target.mission)
     plan = await templates.preview_template(
-        backend, target.bank, name, tags=target.tags, timeout=engine.settings.timeout_ms / 1000
+        backend, target.bank, name, tags=target.tags, timeout=context.settings.timeout_ms / 1000
     )
     return Rendered(
         render.template_plan(plan), {"plan": as_json(plan), "changes": plan.changes_anything}
     )
 
 
-async def template_apply(engine: MemoryEngine, target: Target, name: str) -> Rendered:
-    backend = await _backend(engine, target.bank, target.mission)
+async def template_apply(context: ToolContext, target: Target, name: str) -> Rendered:
+    backend = await context.backend_with_bank(target.bank, target.mission)
     applied = await templates.apply_template(
-        backend, target.bank, name, tags=target.tags, timeout=engine.settings.timeout_ms / 1000
+        backend, target.bank, name, tags=target.tags, timeout=context.settings.timeout_ms / 1000
     )
     return Rendered(render.template_applied(applied), {"matchesPlan": applied.matches_plan})

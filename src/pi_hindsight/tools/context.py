@@ -1,0 +1,52 @@
+"""What the tools need from the session, and nothing more (``engine.MemoryEngine`` provides it):
+the scope and settings, the backend (with a bank ready), the catalogue, the outbox for notes,
+the memo cache and the status."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pi_hindsight.backend import MemoryBackend
+from pi_hindsight.config import Settings
+from pi_hindsight.engine.scope import Scope
+from pi_hindsight.engine.status import EngineStatus
+from pi_hindsight.stores.catalog import Catalog
+from pi_hindsight.tools.specs import ToolInputError
+
+
+class ToolContext(Protocol):
+    @property
+    def settings(self) -> Settings: ...
+
+    def scope(self) -> Scope | None: ...
+
+    def off_reason(self) -> str: ...
+
+    async def backend(self) -> MemoryBackend: ...
+
+    async def backend_with_bank(self, bank: str, mission: str) -> MemoryBackend:
+        """The backend, with ``bank`` created (with its mission) if it does not exist yet."""
+        ...
+
+    async def open_catalog(self) -> Catalog: ...
+
+    async def enqueue_note(
+        self,
+        *,
+        bank_id: str,
+        tags: tuple[str, ...],
+        content: str,
+        context: str | None,
+        kind: str,
+    ) -> str: ...
+
+    def forget_memo(self) -> None: ...
+
+    async def status(self) -> EngineStatus: ...
+
+
+def require_scope(context: ToolContext) -> Scope:
+    scope = context.scope()
+    if scope is None:
+        raise ToolInputError(f"memory is off here: {context.off_reason()}")
+    return scope

@@ -1,0 +1,109 @@
+"""``status`` (memory health, and a startup-memo operation looked up by id — only this scope's)
+and ``refresh_memo`` (accepted is not completed: the operation id comes back at once, R-MEMO-3)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pi_hindsight.engine.memo import create_memo, memo_id
+from pi_hindsight.engine.status import EngineStatus
+from pi_hindsight.errors import BackendError
+from pi_hindsight.stores.runner import run_store
+from pi_hindsight.tools.context import ToolContext, require_scope
+from pi_hindsight.tools.specs import MemoryArgs, ToolInputError, ToolResult, bounded
+
+MEMO_REFRESH = "memo-refresh"
+
+
+async def status(context: ToolContext, args: MemoryArgs) -> ToolResult:
+    current = await context.status()
+    details: dict[str, Any] = {"status": current.to_json()}
+    lines = [summary(current)]
+    if args.operation_id:
+        operation = await memo_operation(context, args.operation_id)
+        details["startupOperation"] = operation
+        lines.append(f"startup memo operation {args.operation_id}: {operation['state']}")
+    return ToolResult(bounded("\n".join(lines)), details)
+
+
+async def memo_operation(context: ToolContext, operation_id: str) -> dict[str, Any]:
+    """Only operations this layer requested for the current scope's memo are looked up;
+    anything else is refused the same way, so nothing about other scopes leaks."""
+    scope = require_scope(context)
+    catalog = await context.open_catalog()
+    record = await run_store(catalog.operation, operation_id)
+    if record is None or record.scope_id != scope.scope_id or record.kind != MEMO_REFRESH:
+        raise ToolInputError(
+            f"{operation_id!r} is not a startup-memo operation of this scope; only ids "
+            "returned by refresh_memo in this scope can be looked up"
+        )
+    backend = await context.backend()
+    state = await backend.operation_status(
+        record.bank_id, operation_id, timeout=context.settings.timeout_ms / 1000
+    )
+    return {
+        "operationId": operation_id,
+        "state": state.state,
+        "requestedAt": datetime.fromtimestamp(record.requested_at).astimezone().isoformat(),
+    }
+
+
+async def refresh_memo(context: ToolContext, args: MemoryArgs) -> ToolResult:
+    scope = require_scope(context)
+    settings = context.settings
+    backend = await context.backend_with_bank(scope.bank_id, settings.banks.project.mission)
+    timeout = settings.timeout_ms / 1000
+    model_id = memo_id(scope)
+    if await backend.get_mental_model(scope.bank_id, model_id, timeout=timeout) is None:
+        operation_id = await create_memo(
+            backend,
+            scope,
+            timeout=timeout,
+            min_refresh_interval_s=settings.memo.min_refresh_interval_s,
+        )
+    else:
+        operation_id = await backend.refresh_mental_model(scope.bank_id, model_id, timeout=timeout)
+    if not operation_id:
+        raise BackendError("Hindsight accepted the refresh but returned no operation id")
+    catalog = await context.open_catalog()
+    await run_store(
+        catalog.record_operation,
+        operation_id=operation_id,
+        scope_id=scope.scope_id,
+        bank_id=scope.bank_id,
+        kind=MEMO_REFRESH,
+        subject=model_id,
+    )
+    context.forget_memo()
+    return ToolResult(
+        f"Refresh of the startup memo accepted (not yet completed). Follow it with "
+        f'{{"action": "status", "operationId": "{operation_id}"}}.',
+        {"operationId": operation_id, "state": "accepted"},
+    )
+
+
+def summary(status: EngineStatus) -> str:
+    """The status for a model: short, and never hiding a degraded state."""
+    scope = status.scope
+    if scope is None:
+        return f"Memory is off: {status.off_reason}"
+    backend = status.backend
+    health = {True: "healthy", False: f"unavailable ({backend.last_error})", None: "not contacted"}
+    parts = [
+        f"scope {scope.scope_id} in bank {scope.bank_id} (tags {', '.join(scope.tags)}, exact)",
+        f"profile {status.profile}; backend {health[backend.healthy]}",
+        f"last request: {status.last_outcome or 'none'}"
+        + (f" ({status.last_reason})" if status.last_reason else ""),
+    ]
+    outbox = status.outbox
+    if outbox is not None and outbox.error is None:
+        parts.append(
+            f"outbox: {outbox.pending} pending, {outbox.submitted} awaiting confirmation, "
+            f"{outbox.dead} dead"
+        )
+    if status.evidence.enabled:
+        parts.append("evidence: " + ("recording" if status.evidence.recording else "NOT recording"))
+    for event in status.set_aside:
+        parts.append(f"set aside: {event.store} ({event.reason}); see `pi-hindsight state list`")
+    return "\n".join(parts)
