@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from pi_hindsight.backend.records import RetainItem
-from pi_hindsight.stores.outbox import RetainRequest
+from pi_hindsight.stores.outbox_items import RetainRequest
 
 ITEMS = int(os.environ.get("BENCH_ITEMS", "2000"))
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))

@@ -40,7 +40,7 @@ from typing import Any
 
 from _sidecar import Sidecar  # bench/_sidecar.py (benchmarks run as scripts)
 from pi_hindsight.backend.records import RetainItem
-from pi_hindsight.stores.outbox import RetainRequest
+from pi_hindsight.stores.outbox_items import RetainRequest
 
 BYTES_REQUESTS = int(os.environ.get("BENCH_BYTES_REQUESTS", "200"))
 ENQUEUE_ITEMS = int(os.environ.get("BENCH_ENQUEUE_ITEMS", "5000"))

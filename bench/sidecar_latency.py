@@ -8,11 +8,18 @@
 
 Targets (issue 2): added latency p50 ≤ 3 ms, ready ≤ 300 ms. Runs against a local Hindsight it
 starts itself (``--llm offline``), or ``PI_HINDSIGHT_BENCH_SERVER_URL`` if set. Prints medians.
+
+``--baseline REV`` also runs the sidecar of git revision REV (checked out into a temporary
+worktree), interleaved request by request with the current one against the same server and bank,
+and prints both and their ratio: a before/after comparison in one run (issue 11: a redesign must
+not make ``prepareMemory`` slower).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -21,9 +28,12 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from _sidecar import Sidecar  # bench/_sidecar.py (benchmarks run as scripts)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "200"))
 COLD_STARTS = int(os.environ.get("BENCH_COLD_STARTS", "15"))
@@ -76,7 +86,60 @@ async def direct_recalls(
     return timings
 
 
+@contextlib.contextmanager
+def checkout(revision: str) -> Iterator[Path]:
+    """``revision``'s ``src`` directory, in a temporary git worktree removed afterwards."""
+    place = Path(tempfile.mkdtemp(prefix="pi-hindsight-baseline-")) / "tree"
+    subprocess.run(
+        ["git", "worktree", "add", "--detach", "-q", str(place), revision], cwd=ROOT, check=True
+    )
+    try:
+        yield place / "src"
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(place)], cwd=ROOT, check=False)
+
+
+class Measured:
+    """One sidecar's timings: round trips and what it added beyond its recall."""
+
+    def __init__(self, name: str, sidecar: Sidecar) -> None:
+        self.name, self.sidecar = name, sidecar
+        self.round_trips: list[float] = []
+        self.added: list[float] = []
+        self.delivered = 0
+
+    def request(self, repo: Path, index: int, query: str) -> None:
+        # A fresh session each time (not timed): its first request delivers, so the whole
+        # delivery path (render, redaction, evidence) is measured, not an already-seen skip.
+        session = f"{self.name}-{index}"
+        self.sidecar.call(
+            "initialize",
+            {"protocolVersion": 1, "cwd": str(repo), "sessionId": session, "hasUI": False},
+        )
+        started = time.perf_counter()
+        result = self.sidecar.call(
+            "prepareMemory", {"requestId": f"{session}-r", "prompt": query, "sessionId": session}
+        )
+        elapsed = time.perf_counter() - started
+        self.round_trips.append(elapsed)
+        if result["message"] is not None:
+            self.delivered += 1
+        if result.get("recallMs") is not None:
+            self.added.append(elapsed - result["recallMs"] / 1000)
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--baseline", metavar="REV", help="also measure this git revision")
+    options = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        baseline = (
+            None if options.baseline is None else stack.enter_context(checkout(options.baseline))
+        )
+        run(baseline, options.baseline)
+
+
+def run(baseline_src: Path | None, baseline_name: str | None) -> None:
     from pi_hindsight.launcher import start_server, stop_server
 
     work = Path(tempfile.mkdtemp(prefix="pi-hindsight-bench-"))
@@ -133,37 +196,34 @@ def main() -> None:
             capture_output=True,
         )
         queries = [f"Which port does service {n % 20} use?" for n in range(REQUESTS)]
-        for query in queries[:10]:  # warm up: client import, bank check, connections
-            sidecar.call(
-                "prepareMemory", {"requestId": "warm", "prompt": query, "sessionId": "bench"}
+        measured = [Measured("current", sidecar)]
+        if baseline_src is not None:
+            # Its own state dir: an older version cannot open a newer version's stores.
+            old_state = work / "state-baseline"
+            old_state.mkdir()
+            (old_state / "config.json").write_text((state / "config.json").read_text())
+            old_env = dict(env, PI_HINDSIGHT_STATE_DIR=str(old_state), PYTHONPATH=str(baseline_src))
+            subprocess.run(
+                [sys.executable, "-m", "pi_hindsight", "scope", "register", str(repo)],
+                env=old_env,
+                check=True,
+                capture_output=True,
             )
-        round_trips: list[float] = []
-        added: list[float] = []
-        delivered = 0
+            measured.append(Measured(f"baseline {baseline_name}", Sidecar(old_env)))
+        for each in measured:
+            for query in queries[:10]:  # warm up: client import, bank check, connections
+                each.sidecar.call(
+                    "initialize",
+                    {"protocolVersion": 1, "cwd": str(repo), "sessionId": "w", "hasUI": False},
+                )
+                each.sidecar.call(
+                    "prepareMemory", {"requestId": "warm", "prompt": query, "sessionId": "w"}
+                )
         for index, query in enumerate(queries):
-            # A fresh session each time (not timed): its first request delivers, so the whole
-            # delivery path (render, redaction, evidence) is measured, not an already-seen skip.
-            sidecar.call(
-                "initialize",
-                {
-                    "protocolVersion": 1,
-                    "cwd": str(repo),
-                    "sessionId": f"bench-{index}",
-                    "hasUI": False,
-                },
-            )
-            started = time.perf_counter()
-            result = sidecar.call(
-                "prepareMemory",
-                {"requestId": f"r{index}", "prompt": query, "sessionId": f"bench-{index}"},
-            )
-            elapsed = time.perf_counter() - started
-            round_trips.append(elapsed)
-            if result["message"] is not None:
-                delivered += 1
-            if result.get("recallMs") is not None:
-                added.append(elapsed - result["recallMs"] / 1000)
-        sidecar.close()
+            for each in measured:  # interleaved: both see the same server at the same moment
+                each.request(repo, index, query)
+        for each in measured:
+            each.sidecar.close()
         scope_tags = ["project:example.com/bench/repo"]
         direct = asyncio.run(direct_recalls(base_url, bank, scope_tags, queries))
         ready, bare = cold_start(env)
@@ -172,20 +232,26 @@ def main() -> None:
             stop_server(server_state)
 
     ms = 1000.0
-    print(f"requests: {REQUESTS} (each the first of a fresh session), delivered: {delivered}")
-    print(
-        f"prepareMemory round trip   p50 {statistics.median(round_trips) * ms:7.2f} ms  "
-        f"p90 {percentile(round_trips, 0.9) * ms:7.2f} ms"
-    )
+    print(f"requests: {REQUESTS} per sidecar (each the first of a fresh session)")
+    for each in measured:
+        print(
+            f"[{each.name}] delivered {each.delivered}; prepareMemory round trip p50 "
+            f"{statistics.median(each.round_trips) * ms:7.2f} ms  p90 "
+            f"{percentile(each.round_trips, 0.9) * ms:7.2f} ms"
+        )
+        if each.added:
+            print(
+                f"[{each.name}] added by the sidecar        p50 "
+                f"{statistics.median(each.added) * ms:7.2f} ms  p90 "
+                f"{percentile(each.added, 0.9) * ms:7.2f} ms   (target p50 <= 3 ms)"
+            )
+    if len(measured) == 2 and measured[0].added and measured[1].added:
+        ratio = statistics.median(measured[0].added) / statistics.median(measured[1].added)
+        print(f"added latency, current / baseline (p50): {ratio:.2f}")
     print(
         f"direct recall (warm client) p50 {statistics.median(direct) * ms:7.2f} ms  "
         f"p90 {percentile(direct, 0.9) * ms:7.2f} ms"
     )
-    if added:
-        print(
-            f"added by the sidecar        p50 {statistics.median(added) * ms:7.2f} ms  "
-            f"p90 {percentile(added, 0.9) * ms:7.2f} ms   (target p50 <= 3 ms)"
-        )
     print(
         f"cold start to ready         p50 {statistics.median(ready) * ms:7.1f} ms  "
         f"(bare python start p50 {statistics.median(bare) * ms:.1f} ms, "

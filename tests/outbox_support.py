@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pi_hindsight.stores.outbox import RetainRequest, decode_item
+from pi_hindsight.stores.outbox_items import RetainRequest, decode_item
 
 
 def retain_request(

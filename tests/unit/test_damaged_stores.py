@@ -205,7 +205,8 @@ CHILD = textwrap.dedent(
     import sys
     from pathlib import Path
     from pi_hindsight.backend.records import RetainItem
-    from pi_hindsight.stores.outbox import Outbox, RetainRequest
+    from pi_hindsight.stores.outbox import Outbox
+    from pi_hindsight.stores.outbox_items import RetainRequest
     outbox = Outbox(Path(sys.argv[1]))
     for n in range(int(sys.argv[2])):
         item = RetainItem(content=f"turn {n} " + "x" * 400, document_id="", tags=())

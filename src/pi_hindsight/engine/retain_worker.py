@@ -1,7 +1,7 @@
 """Drains the outbox into Hindsight: submit, follow the operation, confirm, retry or dead-letter.
 
-One worker per sidecar, on the sidecar's event loop while Pi runs; the conversation never waits on
-it. Several sidecars may drain one outbox: the outbox's leases keep them apart.
+One worker per sidecar, on the sidecar's event loop while the agent runs; the conversation never
+waits on it. Several sidecars may drain one outbox: the outbox's leases keep them apart.
 
 What each outcome does (docs/operations.md, "Outbox"):
 

@@ -50,7 +50,7 @@ class HostFacts:
     """
 
     name: str  # "pi", "claude-code"
-    label: str  # "Pi", "Claude Code"
+    label: str  # how retain context names the host
 
     def session_document(self, session_id: str) -> str:
         return f"{self.name}-session-{session_id}"

@@ -3,7 +3,7 @@
 A location is used for memory only once it is registered here (R-CONSENT-1/2). Registering records
 the project id, the bank and the exact tags the scope uses, so they survive config changes and
 replacing the extension (R-LEGACY-2: ``export``/``import``). A declined consent is recorded too, so
-Pi does not ask again. Nothing inside a repository can write this file.
+the agent does not ask again. Nothing inside a repository can write this file.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """``state restore``: bring back what a set-aside store still holds (docs/operations.md).
 
 - outbox: its unfinished items (with their batches and idempotency keys) are queued again in the
-  live outbox; a running Pi session or ``outbox drain`` delivers them.
+  live outbox; a running agent session or ``outbox drain`` delivers them.
 - catalog: its scopes, locations and declined consents are imported (nothing existing rewritten).
 - evidence: nothing to restore (diagnostics); restoring acknowledges it.
 
-Restoring is idempotent and may be repeated (a Pi process that still had the old file open may
+Restoring is idempotent and may be repeated (an agent process that still had the old file open may
 have written to it after it was set aside).
 """
 
@@ -50,7 +50,7 @@ def restore(state_dir: Path, event_id: str) -> RestoreOutcome:
         note = (
             f"{result.added} unfinished item(s) queued again ({result.already_present} already "
             f"queued, {result.finished} delivered earlier, {result.unusable} incomplete); "
-            "a running Pi session or `pi-hindsight outbox drain` delivers them"
+            "a running agent session or `pi-hindsight outbox drain` delivers them"
         )
         outcome = _outcome(event, found, result.added, result.already_present, note)
     elif event.store == "catalog":

@@ -1,7 +1,7 @@
 """The set-aside record (``<state dir>/set-aside.json``): every store file that was moved out of
 the way, until the user acknowledges or restores it.
 
-A store set aside by one process must be reported by every process (each Pi session, ``status``,
+A store set aside by one process must be reported by every process (each agent session, ``status``,
 ``outbox status``, ``scope list``), so the event is kept in a small JSON file beside the stores,
 never inside one of them: any SQLite store could be the damaged one. The file is owner-only
 (0600), rewritten atomically (temporary file + rename) under a lock, and an unreadable record is

@@ -2,7 +2,7 @@
 
 Every store (catalog, outbox, evidence) opens its file through :func:`open_store`, which gives:
 owner-only permissions (0600 file in a 0700 directory), the store's journal mode (ADR 0006), a
-busy timeout so several Pi processes can share a file, explicit transactions (autocommit mode;
+busy timeout so several agent processes can share a file, explicit transactions (autocommit mode;
 callers use :func:`transaction`), ordered named migrations recorded in ``PRAGMA user_version``,
 and a check that the file is really ours and whole.
 

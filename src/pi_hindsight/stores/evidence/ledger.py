@@ -3,13 +3,13 @@
 Per request it records three separate facts (R-EVID-3)::
 
     prepared   the sidecar built (or failed to build) the memory for this request: outcome, body
-    attached   the hidden message was in Pi's context for this request (and its session entry id)
+    attached   the hidden message was in the agent's context for this request (and its entry id)
     confirmed  the memory text was found in the outgoing provider payload
 
 Being in the payload proves neither that the provider received it nor that the model used it. The
 ledger is a diagnostic record, not a knowledge store (R-EVID-2): it keeps the delivered memory body
-(in a separate table, so listing never reads bodies) and ids that link to Pi's session, never the
-conversation itself, and nothing here is ever sent to Hindsight.
+(in a separate table, so listing never reads bodies) and ids that link to the host's session
+record, never the conversation itself, and nothing here is ever sent to Hindsight.
 
 Limits (R-EVID-6): a retention period and a capacity cap, both enforced. The cap counts the whole
 file on disk (main file + WAL + shared memory) plus the legacy originals that were migrated (they
@@ -221,9 +221,9 @@ class EvidenceLedger:
         *,
         attached: bool = True,
     ) -> bool:
-        """The hidden message was (or, with ``attached=False``, was not) in Pi's context. The Pi
-        entry id and session file may arrive later; known values are never erased. Returns
-        whether a record matched."""
+        """The hidden message was (or, with ``attached=False``, was not) in the agent's context.
+        The host's entry id and session file may arrive later; known values are never erased.
+        Returns whether a record matched."""
         with self._guard():
             with transaction(self._connection):
                 changed = self._connection.execute(
@@ -238,8 +238,8 @@ class EvidenceLedger:
 
     def mark_confirmed(self, request_id: str, confirmed: bool, payload_bytes: int | None) -> bool:
         """Whether the memory text was in the outgoing provider payload. A confirmed payload also
-        proves the message was attached (the payload is built from Pi's context), so an unknown
-        ``attached`` becomes true; an explicit ``attached = false`` is kept as recorded."""
+        proves the message was attached (the payload is built from the agent's context), so an
+        unknown ``attached`` becomes true; an explicit ``attached = false`` is kept as recorded."""
         now = time.time()
         with self._guard():
             with transaction(self._connection):
