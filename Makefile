@@ -59,6 +59,8 @@ bench: install
 	$(PY) bench/sidecar_latency.py
 	$(PY) bench/evidence_bench.py
 	$(PY) bench/safe_files_bench.py
+	$(PY) bench/redaction_bench.py
+	$(PY) bench/outbox_durability.py
 	$(PY) bench/retain_bench.py
 
 clean:

@@ -227,6 +227,9 @@ def run(baseline_src: Path | None, baseline_name: str | None) -> None:
         scope_tags = ["project:example.com/bench/repo"]
         direct = asyncio.run(direct_recalls(base_url, bank, scope_tags, queries))
         ready, bare = cold_start(env)
+        old_ready = (
+            None if baseline_src is None else cold_start(dict(env, PYTHONPATH=str(baseline_src)))[0]
+        )
     finally:
         if not external:
             stop_server(server_state)
@@ -257,6 +260,11 @@ def run(baseline_src: Path | None, baseline_name: str | None) -> None:
         f"(bare python start p50 {statistics.median(bare) * ms:.1f} ms, "
         f"ratio {statistics.median(ready) / statistics.median(bare):.1f}x)   (target <= 300 ms)"
     )
+    if old_ready:
+        print(
+            f"cold start, baseline {baseline_name} p50 {statistics.median(old_ready) * ms:7.1f} ms"
+            f"  (current / baseline {statistics.median(ready) / statistics.median(old_ready):.2f})"
+        )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pi_hindsight.errors import BackendError, PiHindsightError
-from pi_hindsight.tools import maintenance, memo, notes, search
+from pi_hindsight.tools import memo, notes, search
 from pi_hindsight.tools.context import ToolContext, require_scope
 from pi_hindsight.tools.specs import (
     MEMORY_PARAMETERS,
@@ -38,6 +38,8 @@ Action = Callable[[ToolContext, MemoryArgs], Awaitable[ToolResult]]
 
 
 async def _mission(context: ToolContext, args: MemoryArgs) -> ToolResult:
+    from pi_hindsight.tools import maintenance  # noqa: PLC0415 - rarely used; not at start-up
+
     rendered = await maintenance.mission(
         context,
         require_scope(context),
@@ -50,6 +52,8 @@ async def _mission(context: ToolContext, args: MemoryArgs) -> ToolResult:
 
 
 async def _mental_models(context: ToolContext, args: MemoryArgs) -> ToolResult:
+    from pi_hindsight.tools import maintenance  # noqa: PLC0415 - rarely used; not at start-up
+
     rendered = await maintenance.models(
         context,
         require_scope(context),

@@ -51,7 +51,8 @@ class ToolInputError(PiHindsightError):
 
 
 class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # defer_build: validators are built at the first tool call, not at start-up.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 class MemoryArgs(_Args):

@@ -12,7 +12,6 @@ from pi_hindsight.errors import NoSession, PiHindsightError, RpcError
 from pi_hindsight.hosts.pi.wire import CommandResult, CommandSpecWire, ConfirmRequestWire, Level
 from pi_hindsight.rpc.protocol import INVALID_PARAMS
 from pi_hindsight.stores.runner import run_store
-from pi_hindsight.tools import maintenance
 
 
 def _say(text: str, level: Level = "info", status_line: str | None = None) -> CommandResult:
@@ -92,11 +91,15 @@ class PiCommands:
         return _say(text, "info", status_line=view.status_line)
 
     async def _templates(self, args: str, accepted: bool | None) -> CommandResult:
+        from pi_hindsight.tools import maintenance  # noqa: PLC0415 - rarely used
+
         text = maintenance.templates_text()
         return _say(f"{text}\nApply one with /hindsight:template-apply NAME", "info")
 
     async def _template_apply(self, args: str, accepted: bool | None) -> CommandResult:
         """Preview (dry run) first; apply only after the user agreed to exactly that preview."""
+        from pi_hindsight.tools import maintenance  # noqa: PLC0415 - rarely used
+
         name = args.split(maxsplit=1)[0] if args.split() else ""
         if not name:
             return _say(
@@ -117,6 +120,8 @@ class PiCommands:
         return _say(applied.text, "info")
 
     async def _template_preview(self, target: Any, name: str) -> CommandResult:
+        from pi_hindsight.tools import maintenance  # noqa: PLC0415 - rarely used
+
         preview = await maintenance.template_preview(self.engine, target, name)
         if not preview.details["changes"]:
             return _say(f"{preview.text}\nNothing to change.", "info")

@@ -21,8 +21,12 @@ class WireModel(BaseModel):
     """Every wire shape: camelCase on the wire, snake_case in Python. Unknown keys are ignored
     (a newer shim may send more); in results every field is always present."""
 
+    # defer_build: validators are built at first use, after the sidecar said ``ready``.
     model_config = ConfigDict(
-        extra="ignore", populate_by_name=True, json_schema_serialization_defaults_required=True
+        extra="ignore",
+        populate_by_name=True,
+        json_schema_serialization_defaults_required=True,
+        defer_build=True,
     )
 
     def wire(self) -> dict[str, Any]:
