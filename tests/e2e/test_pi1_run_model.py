@@ -31,6 +31,25 @@ PI1_CANDIDATES = (
 
 # A second user extension, as subagent / build-watcher extensions do: its command starts a run
 # with its own message (Pi 1.x: before_agent_start{messageType:"custom"}, no prompt).
+# An extension that keeps the agent going once when it would stop (Pi 1.x
+# agent_before_settle {continue: true}), as task-list and verification extensions do.
+CONTINUE_EXTENSION = """
+export default function (pi: any) {
+\tlet nudged = false;
+\tpi.on("agent_before_settle", (event: any) => {
+\t\tif (nudged || event.outcome !== "completed") return undefined;
+\t\tnudged = true;
+\t\tconst nudge = {
+\t\t\ttype: "custom_message",
+\t\t\tcustomType: "keep-going",
+\t\t\tcontent: "Now run the linter.",
+\t\t\tdisplay: false,
+\t\t};
+\t\treturn { entries: [...event.entries, nudge], continue: true };
+\t});
+}
+"""
+
 TRIGGER_EXTENSION = """
 export default function (pi: any) {
 \tpi.registerCommand("build-done", {
@@ -278,9 +297,12 @@ def test_an_overflow_pi_compacts_and_retries_is_retained_once(
 def test_a_queued_follow_up_joins_the_request_and_is_retained_once(
     world: PiWorld, tmp_path: Path
 ) -> None:
+    """A follow-up queued while the answer streams joins the running request (one
+    ``agent_settled``); its answer, retried once, stays in that request too."""
     _script(
         world,
-        {"match": "and also", "reply": "Also done."},
+        # The follow-up's own provider call fails once: Pi retries within the same request.
+        {"match": "and also", "reply": "Also done.", "fail_first": 1},
         {
             "match": "slow",
             "reply": "Working through the slow request step by step.",
@@ -309,6 +331,41 @@ def test_a_queued_follow_up_joins_the_request_and_is_retained_once(
             ("assistant", "Working through the slow request step by step."),
             ("user", "And also tidy the imports."),
             ("assistant", "Also done."),
+        ]
+    ]
+    assert [record["requestId"] for record in _evidence(world)] == list(retained)
+
+
+def test_a_continuation_another_extension_asks_for_is_part_of_the_request(
+    world: PiWorld, tmp_path: Path
+) -> None:
+    """Bug: the continuation's run ended with an ``agent_end`` of its own, which the shim took for
+    a new request: its answer was retained without the user's words it answered."""
+    extension = world.agent_dir / "extensions" / "keep-going"
+    extension.mkdir(parents=True)
+    (extension / "index.ts").write_text(CONTINUE_EXTENSION)
+    _script(
+        world,
+        {"match": "run the linter", "reply": "The linter is clean."},
+        {"match": "rename", "reply": "Renamed the module."},
+    )
+    repo = make_repo(tmp_path / "continued", "https://example.com/team/continued.git")
+    world.register(repo)
+    rpc = PiRpc(world, repo)
+    try:
+        start = _prompt(rpc, "Rename the parser module.")
+        runs = [e for e in rpc.events[:start] if e.get("type") == "agent_end"]
+        session_id = str(_state(rpc)["sessionId"])
+    finally:
+        assert rpc.close() == 0
+
+    assert len(runs) == 2, "the extension's continuation did not run"
+    retained = _retained(world, session_id)
+    assert list(retained.values()) == [
+        [
+            ("user", "Rename the parser module."),
+            ("assistant", "Renamed the module."),
+            ("assistant", "The linter is clean."),
         ]
     ]
     assert [record["requestId"] for record in _evidence(world)] == list(retained)
