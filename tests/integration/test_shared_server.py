@@ -342,6 +342,9 @@ def test_a_missing_or_wrong_key_is_shown_keeps_retains_and_they_arrive_once_it_i
         assert probe["healthy"] is False
         assert BackendAuthRejected.REFUSED in probe["problem"]
         assert BackendAuthRejected.FIX in probe["problem"]
+        env = dict(_cli_env(carol), **_team_env(sent))
+        text = seen.add(_cli("status", "--cwd", str(repo), env=env).stdout)
+        assert f"unavailable ({BackendAuthRejected.REFUSED}" in text
 
     outbox = seen.add(_cli("outbox", "status", "--json", env=_cli_env(carol)).stdout)
     assert json.loads(outbox)["dead"] == 0
