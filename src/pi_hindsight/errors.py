@@ -19,6 +19,9 @@ does about it, not by where it happened::
     │   │                              the item's fault, so never dead-lettered for it
     │   ├── BackendRejected        4xx that will never succeed as sent: do not retry
     │   │   └── BankNotFound
+    │   ├── BackendAuthRejected    401/403: the server refused our API key (missing or wrong).
+    │   │                          The configuration's fault, never the item's: nothing is
+    │   │                          dead-lettered; retry, with backoff, once the key is fixed
     │   └── BackendServerError     5xx / 429: retry with backoff (``retry_after`` when given)
     ├── LauncherError          the local Hindsight server could not be started or stopped
     └── RpcError               a JSON-RPC request was malformed or named an unknown method
@@ -104,6 +107,14 @@ class BackendRejected(BackendError):
 
 class BankNotFound(BackendRejected):
     """The bank does not exist."""
+
+
+class BackendAuthRejected(BackendError):
+    """Hindsight refused the API key we sent, or that we sent none (401/403). Its message says
+    so and how to fix it (:attr:`FIX`); it never quotes the key."""
+
+    REFUSED = "the server refused the API key"
+    FIX = "set hindsight.apiKey (or HINDSIGHT_API_KEY) to the team's key"
 
 
 class BackendServerError(BackendError):

@@ -190,10 +190,20 @@ class BankView:
     base_url: str
     bank_id: str
     documents: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    api_key: str | None = None  # a team's server refuses every request without it
+
+    def _client(self) -> ApiClient:
+        if self.api_key is None:
+            return ApiClient(Configuration(host=self.base_url))
+        return ApiClient(
+            Configuration(host=self.base_url),
+            header_name="Authorization",
+            header_value=f"Bearer {self.api_key}",
+        )
 
     def document_turns(self, document_id: str) -> list[dict[str, Any]]:
         async def fetch() -> list[dict[str, Any]]:
-            async with ApiClient(Configuration(host=self.base_url)) as client:
+            async with self._client() as client:
                 try:
                     document = await DocumentsApi(client).get_document(self.bank_id, document_id)
                 except ApiException as error:
@@ -210,7 +220,7 @@ class BankView:
 
         async def fetch() -> list[dict[str, Any]]:
             found: list[dict[str, Any]] = []
-            async with ApiClient(Configuration(host=self.base_url)) as client:
+            async with self._client() as client:
                 api = MemoryApi(client)
                 offset = 0
                 while True:

@@ -29,6 +29,7 @@ from pi_hindsight.backend.records import (
 )
 from pi_hindsight.engine.retain_worker import Backoff, RetainWorker
 from pi_hindsight.errors import (
+    BackendAuthRejected,
     BackendError,
     BackendRejected,
     BackendServerError,
@@ -50,6 +51,8 @@ class ScriptedHindsight:
         self.retains: list[tuple[str, list[RetainItem]]] = []
         self.health_errors: list[BackendError] = []
         self.health_checks = 0
+        self.bank_errors: list[BackendError] = []  # successive bank lookups; then it exists
+        self.bank_lookups = 0
 
     async def close(self) -> None:
         return None
@@ -61,6 +64,9 @@ class ScriptedHindsight:
         return {"status": "healthy"}
 
     async def bank_exists(self, bank: str, *, timeout: float) -> bool:
+        self.bank_lookups += 1
+        if self.bank_errors:
+            raise self.bank_errors.pop(0)
         return True
 
     async def create_bank(self, bank: str, missions: BankMissions, *, timeout: float) -> None:
@@ -247,3 +253,77 @@ def test_shutdown_submits_what_is_ready_and_leaves_confirmation_to_the_next_side
     # The next worker confirms them without sending anything again.
     _drain(_worker(outbox, hindsight))
     assert outbox.health().done == 3 and len(hindsight.retains) == 3
+
+
+def _refused(status: int = 401) -> BackendAuthRejected:
+    return BackendAuthRejected(
+        f"retain failed: {BackendAuthRejected.REFUSED} (HTTP {status})", status=status
+    )
+
+
+def test_a_refused_api_key_keeps_every_item_and_probes_with_a_call_that_needs_the_key(
+    outbox: Outbox,
+) -> None:
+    """Issue 10: a 401/403 was a ``BackendRejected`` — every retain dead-lettered at once for a
+    wrong key. And ``/health`` answers without a key, so a health probe would resume at once."""
+    hindsight = ScriptedHindsight()
+    hindsight.retain_errors = [_refused(401), _refused(403)]
+    hindsight.bank_errors = [_refused(401), _refused(401)]  # the key is refused twice more
+    _enqueue(outbox, 1)
+    _enqueue(outbox, 2, session="other")
+    worker = _worker(outbox, hindsight, auth_probe=Backoff(base_s=0.01, cap_s=0.02))
+    _drain(worker)
+    assert outbox.health().done == 2 and outbox.health().dead == 0
+    assert hindsight.health_checks == 0  # never trusted /health to say the key works
+    assert hindsight.bank_lookups >= 3
+    for item in outbox.items(states=["done"]):
+        batch = outbox.batch(item.batch_id or "")
+        assert batch is not None and batch.failures == 0  # the key's fault, not the item's
+    assert worker.offline_reason is None
+
+
+def test_a_refused_api_key_pauses_the_worker_and_shows_why(outbox: Outbox) -> None:
+    hindsight = ScriptedHindsight()
+    hindsight.retain_errors = [_refused()]
+    hindsight.bank_errors = [_refused()] * 1000  # never fixed while the worker runs
+    _enqueue(outbox, 1)
+    worker = _worker(outbox, hindsight, auth_probe=Backoff(base_s=0.2, cap_s=0.4))
+
+    async def run_a_while() -> None:
+        task = asyncio.create_task(worker.run())
+        await asyncio.sleep(1.0)
+        worker.stop()
+        await task
+
+    asyncio.run(run_a_while())
+    assert len(hindsight.retains) == 0 and hindsight.health_checks == 0
+    assert hindsight.bank_lookups <= 6  # probed at the backoff's pace, not in a loop
+    assert worker.offline_reason is not None
+    assert BackendAuthRejected.REFUSED in worker.offline_reason
+    health = outbox.health()
+    assert health.pending == 1 and health.dead == 0
+    assert health.last_error is not None and BackendAuthRejected.REFUSED in health.last_error
+
+
+def test_a_key_accepted_for_reads_but_refused_for_writes_backs_off_instead_of_spinning(
+    outbox: Outbox,
+) -> None:
+    """A server (or proxy) that answers the probe but refuses every retain with 403: each
+    refusal must wait longer than the last, never resume into a tight retain loop."""
+    hindsight = ScriptedHindsight()
+    hindsight.retain_errors = [_refused(403)] * 1000
+    _enqueue(outbox, 1)
+    worker = _worker(outbox, hindsight, auth_probe=Backoff(base_s=0.05, cap_s=10.0))
+
+    async def run_a_while() -> None:
+        task = asyncio.create_task(worker.run())
+        await asyncio.sleep(1.5)
+        worker.stop()
+        await task
+
+    asyncio.run(run_a_while())
+    attempts = 1000 - len(hindsight.retain_errors)
+    # With a growing pause (~0.05, 0.1, 0.2, 0.4, 0.8 s, halved by jitter at worst) at most a
+    # handful of retains fit in 1.5 s; a pause that restarted at 0.05 s each time would allow ~30.
+    assert 2 <= attempts <= 8, attempts
+    assert outbox.health().dead == 0 and outbox.health().pending == 1

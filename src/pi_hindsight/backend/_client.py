@@ -26,6 +26,7 @@ from hindsight_client_api.exceptions import ApiException
 
 from pi_hindsight.config_display import display_url, scrub, url_secrets
 from pi_hindsight.errors import (
+    BackendAuthRejected,
     BackendError,
     BackendMalformed,
     BackendRejected,
@@ -72,10 +73,29 @@ def _server_message(body: str | None) -> str:
     return body[:300]
 
 
-def translate_api_exception(error: ApiException, what: str, bank: str | None) -> BackendError:
+def _auth_rejected(
+    status: int, message: str, what: str, where: str, api_key: str | None
+) -> BackendAuthRejected:
+    """401/403: our key (or its absence) was refused. The server's own words are kept, scrubbed
+    of the key in case something between echoes the header back."""
+    sent = "" if api_key else ", none was sent"
+    said = scrub(message, (api_key,) if api_key else ())
+    said = f": {said}" if said else ""
+    return BackendAuthRejected(
+        f"{what}{where} failed: {BackendAuthRejected.REFUSED} (HTTP {status}{said}{sent}) — "
+        f"{BackendAuthRejected.FIX}",
+        status=status,
+    )
+
+
+def translate_api_exception(
+    error: ApiException, what: str, bank: str | None, api_key: str | None = None
+) -> BackendError:
     status = int(error.status or 0)
     message = _server_message(error.body)
     where = f" (bank {bank})" if bank else ""
+    if status in (401, 403):
+        return _auth_rejected(status, message, what, where, api_key)
     if status == 0:  # the client could not read the answer at all (e.g. its content type)
         return BackendMalformed(
             f"{what}{where} failed: the answer is not Hindsight's ({error.reason or message})",
@@ -116,6 +136,7 @@ class Client:
         self._shown_url = display_url(self.base_url)  # errors never quote a password
         self._api_client = ApiClient(Configuration(host=self.base_url))
         self._api_client.user_agent = "pi-hindsight"
+        self._api_key = api_key or None  # only to keep it out of error text
         if api_key:
             self._api_client.default_headers["Authorization"] = f"Bearer {api_key}"
         self._apis: dict[type[Any], Any] = {}
@@ -138,7 +159,7 @@ class Client:
             async with asyncio.timeout(timeout):
                 yield
         except ApiException as error:
-            raise translate_api_exception(error, what, bank) from error
+            raise translate_api_exception(error, what, bank, self._api_key) from error
         except TimeoutError as error:
             raise BackendUnavailable(
                 f"{what} timed out after {timeout:.1f}s ({self._shown_url})",
@@ -147,7 +168,7 @@ class Client:
         except (aiohttp.ClientError, OSError) as error:
             raise BackendUnavailable(
                 f"{what}: cannot reach Hindsight at {self._shown_url}: "
-                f"{scrub(str(error), url_secrets(self.base_url))}",
+                f"{scrub(str(error), (*url_secrets(self.base_url), self._api_key))}",
                 hint="start it with `pi-hindsight server start` or set the server URL",
             ) from error
         except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as error:

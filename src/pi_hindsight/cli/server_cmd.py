@@ -1,4 +1,5 @@
-"""``pi-hindsight server start | stop | status``: the local Hindsight."""
+"""``pi-hindsight server start | stop | status``: the local Hindsight, or a team's (with an API
+key, optionally on another address)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pi_hindsight.launcher import (
     start_server,
     stop_server,
 )
+from pi_hindsight.launcher.access import is_loopback
 
 # `status` exits with this when the server is not running or not healthy (as pg_ctl does).
 EXIT_NOT_RUNNING = 3
@@ -27,7 +29,8 @@ def _state_dir(given: Path | None) -> Path:
 
 @click.group()
 def server() -> None:
-    """Run a local Hindsight (PostgreSQL + pgvector, local embeddings) on 127.0.0.1."""
+    """Run a local Hindsight (PostgreSQL + pgvector, local embeddings) on 127.0.0.1, or a
+    team's with an API key."""
 
 
 @server.command()
@@ -44,12 +47,27 @@ def server() -> None:
 @click.option(
     "--timeout", type=float, default=240.0, show_default=True, help="Seconds to wait for health."
 )
+@click.option(
+    "--api-key-env",
+    metavar="VAR",
+    default=None,
+    help="A team's server: every request must carry the API key held in the environment "
+    "variable VAR (its name, never the key itself, is recorded).",
+)
+@click.option(
+    "--host",
+    metavar="ADDRESS",
+    default=None,
+    help="Listen on ADDRESS instead of 127.0.0.1 (e.g. 0.0.0.0); needs --api-key-env.",
+)
 @state_dir_option
 @json_option
 def start(
     port: int | None,
     llm: Literal["env", "offline"],
     timeout: float,
+    api_key_env: str | None,
+    host: str | None,
     state_dir: Path | None,
     as_json: bool,
 ) -> None:
@@ -57,7 +75,11 @@ def start(
     directory = _state_dir(state_dir)
     if not as_json:
         click.echo("starting the local Hindsight (usually 15-20 s)...", err=True)
-    info = start_server(directory, port=port, llm=llm, timeout=timeout)
+    info = start_server(
+        directory, port=port, llm=llm, timeout=timeout, host=host, api_key_env=api_key_env
+    )
+    for warning in info.warnings:  # on stderr too, so --json users see them
+        click.echo(f"warning: {warning}", err=True)
     if as_json:
         echo_json(info.to_json())
     else:
@@ -74,6 +96,8 @@ def _describe_info(info: ServerInfo) -> str:
         [
             f"Hindsight is running at {info.base_url} ({how})",
             *warnings,
+            f"  listens:   {info.host}:{info.port}",
+            f"  auth:      {_describe_auth(info.api_key_env)}",
             f"  llm:       {llm}",
             f"  postgres:  127.0.0.1:{info.postgres_port}{owner}, data in {info.data_dir}",
             f"  logs:      {info.log_dir}",
@@ -99,6 +123,19 @@ def stop(timeout: float, state_dir: Path | None, as_json: bool) -> None:
         echo_json(report.to_json())
     else:
         click.echo(_describe_stop(report))
+
+
+def _describe_auth(api_key_env: str | None, key_check: str | None = None) -> str:
+    if api_key_env is None:
+        return "none (no API key: anyone who can reach the address can use it)"
+    found = {
+        "accepted": "accepted",
+        "refused": "REFUSED — it is not the server's key",
+        "unset": "not set here",
+        "unknown": "not checked (no answer)",
+    }
+    here = f"; ${api_key_env} in this environment: {found[key_check]}" if key_check else ""
+    return f"API key required (read from ${api_key_env} at start){here}"
 
 
 def _describe_stop(report: StopReport) -> str:
@@ -132,6 +169,10 @@ def _describe_status(result: ServerStatus) -> str:
     lines = [f"{state}: {result.base_url} (llm {result.llm}, started {result.started_at})"]
     if result.problem:
         lines.append(f"  problem:   {result.problem}")
+    if result.host is not None:
+        reach = "this machine only" if is_loopback(result.host) else "other machines can reach it"
+        lines.append(f"  listens:   {result.host} ({reach})")
+    lines.append(f"  auth:      {_describe_auth(result.api_key_env, result.key_check)}")
     for name, pid in result.pids.items():
         alive = "alive" if result.alive.get(name) else "gone"
         rss = result.rss_bytes.get(name)

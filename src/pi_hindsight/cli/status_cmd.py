@@ -18,25 +18,56 @@ from pi_hindsight.config import Settings
 from pi_hindsight.config_display import basic_auth, display_url, scrub, url_secrets
 from pi_hindsight.engine.status import EngineStatus, describe_status
 from pi_hindsight.engine.types import SessionInfo
+from pi_hindsight.errors import BackendAuthRejected
 
 
-def _health(base_url: str | None, timeout_s: float) -> dict[str, Any]:
-    """Probe ``/health``; the URL is reported without its password, and no error text that
-    quotes the URL can leak it."""
+def _request(base_url: str, path: str, api_key: str | None) -> urllib.request.Request:
+    plain, authorization = basic_auth(base_url)  # urllib does not take user:password@ itself
+    request = urllib.request.Request(f"{plain.rstrip('/')}{path}")  # noqa: S310 - our URL
+    if api_key:  # as the client sends it (it takes the place of a URL's user:password)
+        authorization = f"Bearer {api_key}"
+    if authorization is not None:
+        request.add_header("Authorization", authorization)
+    return request
+
+
+def _key_refused(base_url: str, api_key: str | None, timeout_s: float) -> str | None:
+    """Why the server refuses the configured key, asking what needs one (``/health`` does not):
+    a one-bank listing. None when it is accepted or the answer says nothing about the key."""
+    try:
+        with urllib.request.urlopen(  # noqa: S310 - our configured URL
+            _request(base_url, "/v1/default/banks?limit=1", api_key), timeout=timeout_s
+        ):
+            return None
+    except urllib.error.HTTPError as error:
+        if error.code not in (401, 403):
+            return None
+        sent = "" if api_key else ", none was sent"
+        return (
+            f"{BackendAuthRejected.REFUSED} (HTTP {error.code}{sent}) — {BackendAuthRejected.FIX}"
+        )
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def _health(base_url: str | None, timeout_s: float, api_key: str | None = None) -> dict[str, Any]:
+    """Probe ``/health``, then whether the server accepts the configured key; the URL is
+    reported without its password, and no error text can leak it or the key."""
     if base_url is None:
         return {"url": None, "healthy": False, "problem": "no server configured or recorded"}
     shown = display_url(base_url)
-    plain, authorization = basic_auth(base_url)  # urllib does not take user:password@ itself
-    request = urllib.request.Request(f"{plain.rstrip('/')}/health")  # noqa: S310 - our URL
-    if authorization is not None:
-        request.add_header("Authorization", authorization)
+    secrets = (*url_secrets(base_url), api_key)
     try:
+        request = _request(base_url, "/health", api_key)
         with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - our configured URL
             body = json.loads(response.read(65_536) or b"{}")
-            return {"url": shown, "healthy": response.status == 200, "detail": body}
+            healthy = response.status == 200
     except (urllib.error.URLError, OSError, ValueError) as error:
-        problem = scrub(str(error), url_secrets(base_url))
-        return {"url": shown, "healthy": False, "problem": problem}
+        return {"url": shown, "healthy": False, "problem": scrub(str(error), secrets)}
+    refused = _key_refused(base_url, api_key, timeout_s) if healthy else None
+    if refused is not None:
+        return {"url": shown, "healthy": False, "detail": body, "problem": refused}
+    return {"url": shown, "healthy": healthy, "detail": body}
 
 
 async def _engine_status(
@@ -72,7 +103,7 @@ def collect_status(
         "registered": status.enabled,
         "warnings": list(warnings),
         "configProblems": list(status.config.problems),
-        "server": _health(base_url, settings.timeout_ms / 1000)
+        "server": _health(base_url, settings.timeout_ms / 1000, settings.hindsight.api_key)
         if check_server
         else {"url": None if base_url is None else display_url(base_url)},
     }

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from pi_hindsight.backend import BankMissions, MemoryBackend
 from pi_hindsight.config import Settings
 from pi_hindsight.engine.types import Notice
-from pi_hindsight.errors import BackendError
+from pi_hindsight.errors import BackendAuthRejected, BackendError
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +32,7 @@ class HindsightConnection:
         self._bank_locks: dict[str, asyncio.Lock] = {}
         self.healthy: bool | None = None  # None: not contacted yet
         self.last_error: str | None = None
+        self._refused = False  # the last failure was the server refusing our API key
 
     @property
     def created(self) -> bool:
@@ -66,16 +67,26 @@ class HindsightConnection:
             self._banks_ready.add(bank_id)
 
     def note(self, error: BackendError | None) -> tuple[Notice, ...]:
-        """Track health; a notice only when the state changes (not on every request)."""
-        was_healthy = self.healthy
+        """Track health; a notice only when the state changes (not on every request) — a refused
+        API key and an unreachable server count as different states."""
+        was_healthy, was_refused = self.healthy, self._refused
         if error is None:
-            self.healthy, self.last_error = True, None
+            self.healthy, self.last_error, self._refused = True, None, False
             if was_healthy is False:
                 return (Notice("info", "Hindsight is reachable again; memory is back."),)
             return ()
-        self.healthy, self.last_error = False, str(error)
-        if was_healthy is False:
+        refused = isinstance(error, BackendAuthRejected)
+        self.healthy, self.last_error, self._refused = False, str(error), refused
+        if was_healthy is False and refused == was_refused:
             return ()
+        if refused:
+            return (
+                Notice(
+                    "warning",
+                    f"memory unavailable: {BackendAuthRejected.REFUSED} — "
+                    f"{BackendAuthRejected.FIX}; retains wait in the outbox until it accepts it",
+                ),
+            )
         return (Notice("warning", f"memory unavailable for this request: {error.describe()}"),)
 
     async def close(self) -> None:

@@ -13,6 +13,12 @@ What each outcome does (docs/operations.md, "Outbox"):
   backoff, no failure counted) and the worker goes *offline*: it stops claiming and probes
   ``/health`` with capped exponential backoff, so an outage of any length loses nothing and floods
   nothing, and delivery resumes within seconds of the server's return.
+- The API key refused (401/403, ``BackendAuthRejected``): the batch goes back unchanged (no
+  failure counted, never dead-lettered: the key is at fault, not the item) and the worker pauses
+  as when offline, but probes with an authenticated call (``/health`` answers without a key) on
+  a slower backoff that keeps growing while the key stays refused, so a server that accepts reads
+  but refuses writes cannot make it spin. It resumes when the server accepts the key (a fixed
+  key reaches a new sidecar through its config).
 - 429: the batch waits at least ``Retry-After`` and the whole worker pauses as long.
 - 5xx: exponential backoff with jitter (``Retry-After`` as a floor), counted against the failure
   budget; other 4xx (the request can never succeed as sent): dead-lettered at once.
@@ -36,6 +42,7 @@ from typing import Any
 
 from pi_hindsight.backend import MemoryBackend, RetainItem
 from pi_hindsight.errors import (
+    BackendAuthRejected,
     BackendError,
     BackendMalformed,
     BackendRejected,
@@ -108,6 +115,7 @@ class RetainWorker:
         concurrency: int = 2,
         backoff: Backoff | None = None,
         probe: Backoff | None = None,
+        auth_probe: Backoff | None = None,
         idle_poll_s: float = 2.0,
         max_failures: int = 10,
     ) -> None:
@@ -117,11 +125,16 @@ class RetainWorker:
         self.concurrency = max(1, concurrency)
         self.backoff = backoff or Backoff()
         self.probe = probe or Backoff(base_s=0.5, cap_s=15.0)
+        self.auth_probe = auth_probe or Backoff(base_s=2.0, cap_s=120.0)
         self.idle_poll_s = idle_poll_s
         self.max_failures = max_failures
         self.owner = owner_id(f"{id(self):x}")
         self.stats = WorkerStats()
         self.offline_reason: str | None = None
+        # While the key is refused: paused, a bank to probe with, refusals since the last delivery.
+        self._refused = False
+        self._refused_bank: str | None = None
+        self._refusals = 0
         self._paused_until = 0.0
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
@@ -149,6 +162,14 @@ class RetainWorker:
     def _go_offline(self, error: BackendError) -> None:
         if self.offline_reason is None:
             logger.warning("Hindsight unreachable, retain paused until it answers: %s", error)
+        self.offline_reason = str(error)
+        self._note(str(error))
+
+    def _key_refused(self, bank: str, error: BackendAuthRejected) -> None:
+        if not self._refused:
+            logger.warning("retain paused, nothing lost (the outbox keeps every item): %s", error)
+        self._refused, self._refused_bank = True, bank
+        self._refusals += 1
         self.offline_reason = str(error)
         self._note(str(error))
 
@@ -236,18 +257,31 @@ class RetainWorker:
         attempt = 0
         while self.offline_reason is not None and not self.stopping:
             attempt += 1
+            delay = (
+                self.auth_probe.delay(max(1, self._refusals) + attempt - 1)
+                if self._refused
+                else self.probe.delay(attempt)
+            )
             # New requests do not cut this short: an outage must not turn into a probe flood.
-            await self._sleep(self.probe.delay(attempt), wakeable=False)
+            await self._sleep(delay, wakeable=False)
             if self._stopped():
                 return
+            timeout = min(self.timeout_s, 5.0)
             try:
                 backend = await self._backend()
-                await backend.health(timeout=min(self.timeout_s, 5.0))
+                if self._refused and self._refused_bank is not None:
+                    # /health answers without a key: ask something that needs one.
+                    await backend.bank_exists(self._refused_bank, timeout=timeout)
+                else:
+                    await backend.health(timeout=timeout)
             except BackendError as error:
                 self.offline_reason = str(error)
+                self._note(str(error))
+                self._refused = self._refused or isinstance(error, BackendAuthRejected)
                 continue
             logger.info("Hindsight answers again; resuming retain")
             self.offline_reason = None
+            self._refused, self._refused_bank = False, None
 
     # -- one batch -------------------------------------------------------------------------
 
@@ -284,6 +318,7 @@ class RetainWorker:
             run_async=True,
         )
         operation_id = accepted.operation_id or batch.idempotency_key
+        self._refusals = 0  # the key works: a later refusal starts the backoff anew
         await run_store(self.outbox.mark_submitted, batch.batch_id, self.owner, operation_id)
         self.stats.submitted += len(batch.items)
         return operation_id
@@ -320,6 +355,11 @@ class RetainWorker:
 
     async def _failed(self, batch: Batch, error: BackendError, *, following: bool) -> None:
         self._note(str(error))
+        if isinstance(error, BackendAuthRejected):
+            # The key, not the item: same key, no failure counted, pause until it is accepted.
+            await self._later(batch, str(error), 0.0, following=following)
+            self._key_refused(batch.bank_id, error)
+            return
         if isinstance(error, BackendRejected):
             await self._dead(batch, str(error))
             return

@@ -2,7 +2,8 @@
 
 Public API::
 
-    start_server(state_dir, *, port=None, llm="env", timeout=240.0) -> ServerInfo
+    start_server(state_dir, *, port=None, llm="env", timeout=240.0, host=None,
+                 api_key_env=None) -> ServerInfo
     stop_server(state_dir, *, timeout=30.0) -> StopReport
     server_status(state_dir) -> ServerStatus
     recorded_base_url(state_dir) -> str | None

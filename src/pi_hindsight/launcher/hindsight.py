@@ -26,12 +26,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pi_hindsight.errors import LauncherError
-from pi_hindsight.launcher import procs
+from pi_hindsight.launcher import access, procs
 from pi_hindsight.launcher.state import LlmMode, ServerPaths
 
 logger = logging.getLogger(__name__)
 
-HOST = "127.0.0.1"
+HOST = access.LOOPBACK
 WORKER_ID = "pi-hindsight-local"
 INSTALL_HINT = "install the server extra: pip install 'pi-hindsight[server]'"
 
@@ -142,13 +142,16 @@ def server_env(
     port: int,
     database_url: str,
     standin_url: str | None,
+    host: str = HOST,
+    api_key: str | None = None,
 ) -> dict[str, str]:
-    """The complete environment Hindsight starts with."""
+    """The complete environment Hindsight starts with; with ``api_key``, a team's server that
+    refuses every request without it (``access.py``)."""
     env = base_env(environ)
     env.update(
         {
             "HINDSIGHT_API_DATABASE_URL": database_url,
-            "HINDSIGHT_API_HOST": HOST,
+            "HINDSIGHT_API_HOST": host,
             "HINDSIGHT_API_PORT": str(port),
             "HINDSIGHT_API_WORKERS": "1",
             "HINDSIGHT_API_WORKER_ENABLED": "true",
@@ -172,6 +175,8 @@ def server_env(
         }
     )
     env.update(llm_env(mode, environ, standin_url))
+    if api_key is not None:
+        env.update(access.tenant_env(api_key))
     return env
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pi_hindsight.errors import LauncherError
-from pi_hindsight.launcher import hindsight, postgres, procs
+from pi_hindsight.launcher import access, hindsight, postgres, procs
 from pi_hindsight.launcher.state import (
     START_ORDER,
     LlmMode,
@@ -58,8 +58,10 @@ class ServerInfo:
     standin_url: str | None
     reused: bool  # True when start found our server already running
     startup_seconds: float | None
-    # Problems Hindsight survived at start-up, e.g. an unreachable LLM provider.
+    # Problems Hindsight survived at start-up (e.g. an unreachable LLM provider), and a
+    # listening address other machines can reach.
     warnings: tuple[str, ...] = ()
+    api_key_env: str | None = None  # a team's server: the variable its key was read from
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +81,7 @@ class ServerInfo:
             "reused": self.reused,
             "startup_seconds": self.startup_seconds,
             "warnings": list(self.warnings),
+            "auth": None if self.api_key_env is None else {"api_key_env": self.api_key_env},
         }
 
 
@@ -100,6 +103,9 @@ class ServerStatus:
     data_dir: Path | None = None
     log_dir: Path | None = None
     problem: str | None = None
+    host: str | None = None  # the address it listens on
+    api_key_env: str | None = None  # a team's server: the variable holding its key
+    key_check: access.KeyCheck | None = None  # what it makes of the key in this environment
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,6 +114,10 @@ class ServerStatus:
             "running": self.running,
             "healthy": self.healthy,
             "base_url": self.base_url,
+            "host": self.host,
+            "auth": None
+            if self.api_key_env is None
+            else {"api_key_env": self.api_key_env, "key_in_this_environment": self.key_check},
             "llm": self.llm,
             "phase": self.phase,
             "started_at": self.started_at,
@@ -187,6 +197,8 @@ def start_server(
     llm: LlmMode = "env",
     timeout: float = 240.0,
     system_dir: Path | None = None,
+    host: str | None = None,
+    api_key_env: str | None = None,
 ) -> ServerInfo:
     """Start the local Hindsight for ``state_dir``, or return the one already running.
 
@@ -194,19 +206,37 @@ def start_server(
     deterministic stand-in; ``"mock"`` (tests only) uses Hindsight's built-in mock. ``system_dir``
     overrides where root keeps PostgreSQL (default ``$PI_HINDSIGHT_SYSTEM_DIR`` or
     ``/var/lib/pi-hindsight``).
+
+    ``api_key_env`` names the environment variable holding a team's API key: the server then
+    refuses every request without it. ``host`` is the address to listen on (default 127.0.0.1;
+    another one needs a key, and gets a warning in ``ServerInfo.warnings``). See access.py.
     """
     paths = _paths(state_dir)
+    bind = access.bind_host(host)
+    access.check_exposure(bind, api_key_env)
+    # Read once, here; from now on only the variable's name is recorded or shown.
+    credentials = (
+        None if api_key_env is None else (api_key_env, access.team_key(os.environ, api_key_env))
+    )
     with locked(paths, timeout=timeout):
         existing = load_record(paths)
         if existing is not None:
-            reused = _reuse(paths, existing, port=port, llm=llm)
+            reused = _reuse(paths, existing, port=port, llm=llm, host=bind, api_key_env=api_key_env)
             if reused is not None:
                 return reused
             logger.info("cleaning up the stale record of a server that is not running")
             _stop_recorded(paths, existing, timeout=30.0)
             remove_record(paths)
         try:
-            return _start(paths, port=port, llm=llm, timeout=timeout, system_dir=system_dir)
+            return _start(
+                paths,
+                port=port,
+                llm=llm,
+                timeout=timeout,
+                system_dir=system_dir,
+                host=bind,
+                api_key=credentials,
+            )
         except OSError as error:  # a file we cannot create, a program we cannot run, ...
             raise LauncherError(
                 f"could not start the local Hindsight: {error}",
@@ -215,7 +245,13 @@ def start_server(
 
 
 def _reuse(
-    paths: ServerPaths, record: ServerRecord, *, port: int | None, llm: LlmMode
+    paths: ServerPaths,
+    record: ServerRecord,
+    *,
+    port: int | None,
+    llm: LlmMode,
+    host: str,
+    api_key_env: str | None,
 ) -> ServerInfo | None:
     alive = all(
         name in record.processes and _alive(name, record.processes[name])
@@ -239,19 +275,52 @@ def _reuse(
             f"the server is already running with --llm {record.llm}, not {llm}",
             hint="stop it first (`pi-hindsight server stop`) to change the LLM",
         )
+    if host != record.host:
+        raise LauncherError(
+            f"the server is already running on {record.host}, not {host}",
+            hint="stop it first (`pi-hindsight server stop`) to listen on another address",
+        )
+    _check_reused_auth(record, api_key_env)
     return _info(paths, record, reused=True, startup_seconds=None)
 
 
-def _choose_ports(port: int | None) -> tuple[int, int]:
-    if port is not None:
-        if not procs.port_is_free(port):
+def _check_reused_auth(record: ServerRecord, api_key_env: str | None) -> None:
+    """A running server is reused only with the access it was asked for."""
+    stop_hint = "stop it first (`pi-hindsight server stop`) to change its API key"
+    if api_key_env is None:
+        if record.api_key_env is not None:
             raise LauncherError(
-                f"port {port} on 127.0.0.1 is already in use",
+                f"the server is already running with an API key (from {record.api_key_env})",
+                hint=f"pass `--api-key-env {record.api_key_env}` to use it, or {stop_hint}",
+            )
+        return
+    if record.api_key_env is None:
+        raise LauncherError("the server is already running without an API key", hint=stop_hint)
+    if access.check_key(record.base_url, os.environ, api_key_env) != "accepted":
+        raise LauncherError(
+            f"the running server does not accept the key in {api_key_env} "
+            f"(it was started with the key in {record.api_key_env})",
+            hint=stop_hint,
+        )
+
+
+def _choose_ports(port: int | None, host: str) -> tuple[int, int]:
+    try:
+        free = procs.free_port(host)
+    except OSError as error:  # not an address of this machine
+        raise LauncherError(
+            f"cannot listen on {host}: {error.strerror or error}",
+            hint="give an address of one of this machine's network interfaces, or 0.0.0.0",
+        ) from error
+    if port is not None:
+        if not procs.port_is_free(port, host):
+            raise LauncherError(
+                f"port {port} on {host} is already in use",
                 hint="choose another --port, or leave it out to pick a free one",
             )
         api_port = port
     else:
-        api_port = procs.free_port()
+        api_port = free
     pg_port = procs.free_port()
     while pg_port == api_port:
         pg_port = procs.free_port()
@@ -259,7 +328,14 @@ def _choose_ports(port: int | None) -> tuple[int, int]:
 
 
 def _start(
-    paths: ServerPaths, *, port: int | None, llm: LlmMode, timeout: float, system_dir: Path | None
+    paths: ServerPaths,
+    *,
+    port: int | None,
+    llm: LlmMode,
+    timeout: float,
+    system_dir: Path | None,
+    host: str,
+    api_key: tuple[str, str] | None,  # (the variable's name, the key)
 ) -> ServerInfo:
     began = time.monotonic()
     environ = dict(os.environ)
@@ -267,7 +343,7 @@ def _start(
         hindsight.llm_env("env", environ, None)  # fail before starting anything
     if llm == "offline":
         hindsight.require_standin()  # a package of its own: say how to install it, up front
-    api_port, pg_port = _choose_ports(port)
+    api_port, pg_port = _choose_ports(port, host)
     placement = postgres.plan(paths, system=system_dir)
     postgres.prepare(placement, paths)
     hindsight.executable()  # missing pieces fail here, before anything runs
@@ -277,8 +353,9 @@ def _start(
         llm=llm,
         started_at=_now(),
         phase="starting",
-        host=hindsight.HOST,
+        host=host,
         port=api_port,
+        api_key_env=None if api_key is None else api_key[0],
     )
     pg_log = paths.log("postgres")
     try:
@@ -315,6 +392,8 @@ def _start(
             port=api_port,
             database_url=postgres.database_url(pg_record, password),
             standin_url=record.standin_url,
+            host=host,
+            api_key=None if api_key is None else api_key[1],
         )
         log_offset = hindsight.log_size(paths.log("hindsight"))
         server = hindsight.start_server(paths, env)
@@ -322,6 +401,8 @@ def _start(
         save_record(paths, record)
         remaining = max(5.0, timeout - (time.monotonic() - began))
         hindsight.wait_healthy(record.base_url, server, paths.log("hindsight"), timeout=remaining)
+        if api_key is not None:
+            _check_enforced(record.base_url, api_key[1])
         record = replace(record, phase="running")
         save_record(paths, record)
     except BaseException:
@@ -336,7 +417,22 @@ def _start(
     warnings = hindsight.startup_warnings(paths.log("hindsight"), log_offset)
     for warning in warnings:
         logger.info("Hindsight: %s", warning)
-    return replace(info, warnings=warnings)
+    return replace(info, warnings=info.warnings + warnings)
+
+
+def _check_enforced(base_url: str, key: str) -> None:
+    """A team's server must accept its key and refuse a request without one — checked, not
+    assumed (an extension that did not load would leave every bank open)."""
+    if access.key_accepted(base_url, key) is not True:
+        raise LauncherError(
+            "Hindsight started but does not accept its own API key",
+            hint="it was stopped; see the Hindsight log in the logs directory",
+        )
+    if access.key_accepted(base_url, None) is not False:
+        raise LauncherError(
+            "Hindsight started but answers requests without the API key",
+            hint="it was stopped; see the Hindsight log in the logs directory",
+        )
 
 
 def _info(
@@ -344,6 +440,7 @@ def _info(
 ) -> ServerInfo:
     if record.postgres is None:  # a record reaches here only after PostgreSQL started
         raise LauncherError(f"{paths.record} has no PostgreSQL entry")
+    exposure = access.exposure_warning(record.host, record.port)
     return ServerInfo(
         base_url=record.base_url,
         host=record.host,
@@ -360,6 +457,8 @@ def _info(
         standin_url=record.standin_url,
         reused=reused,
         startup_seconds=startup_seconds,
+        warnings=() if exposure is None else (exposure,),
+        api_key_env=record.api_key_env,
     )
 
 
@@ -425,6 +524,9 @@ def server_status(state_dir: Path) -> ServerStatus:
     elif not healthy:
         problem = f"{record.base_url}/health does not report healthy"
     rss = {n: r for n, i in record.processes.items() if (r := procs.rss_bytes(i.pid)) and alive[n]}
+    key_check = None
+    if record.api_key_env is not None and healthy:
+        key_check = access.check_key(record.base_url, os.environ, record.api_key_env)
     return ServerStatus(
         state_dir=paths.state_dir,
         recorded=True,
@@ -440,6 +542,9 @@ def server_status(state_dir: Path) -> ServerStatus:
         data_dir=record.postgres.data_dir if record.postgres else None,
         log_dir=paths.logs,
         problem=problem,
+        host=record.host,
+        api_key_env=record.api_key_env,
+        key_check=key_check,
     )
 
 

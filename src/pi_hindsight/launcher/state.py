@@ -2,7 +2,9 @@
 
 Everything lives under ``<state_dir>/server/`` (directories 0700, files 0600)::
 
-    server.json     the running server: processes (pid + start time), ports, URLs, data location
+    server.json     the running server: processes (pid + start time), ports, URLs, data location,
+                    the address it listens on and, for a team's server, the *name* of the
+                    environment variable holding its API key (never the key)
     cluster.json    the PostgreSQL cluster: where its data is and the superuser password
     lock            serialises start/stop between processes (flock)
     logs/           hindsight.log, postgres.log, standin.log
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pi_hindsight.errors import CorruptStateError, LauncherError
+from pi_hindsight.launcher.access import check_env_name, connect_host, url_host
 from pi_hindsight.launcher.procs import ProcessIdentity
 from pi_hindsight.paths import ensure_private_dir
 
@@ -130,15 +133,17 @@ class ServerRecord:
     llm: LlmMode
     started_at: str
     phase: Literal["starting", "running"]
-    host: str
+    host: str  # the address Hindsight listens on
     port: int
     processes: dict[ProcessName, ProcessIdentity] = field(default_factory=dict)
     postgres: PostgresRecord | None = None
     standin_url: str | None = None
+    api_key_env: str | None = None  # a team's server: the variable holding its key
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        """Where this machine reaches it (a wildcard address through loopback)."""
+        return f"http://{url_host(connect_host(self.host))}:{self.port}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -153,6 +158,7 @@ class ServerRecord:
             "processes": {name: ident.to_json() for name, ident in self.processes.items()},
             "postgres": self.postgres.to_json() if self.postgres else None,
             "standin_url": self.standin_url,
+            "auth": None if self.api_key_env is None else {"api_key_env": self.api_key_env},
         }
 
     @classmethod
@@ -164,6 +170,10 @@ class ServerRecord:
             if name in data["processes"]:
                 processes[name] = ProcessIdentity.from_json(data["processes"][name])
         postgres = data.get("postgres")
+        auth = data.get("auth")  # absent in records of releases before team servers
+        api_key_env = None
+        if auth is not None:
+            api_key_env = check_env_name(str(auth["api_key_env"]))
         return cls(
             state_dir=Path(data["state_dir"]),
             llm=data["llm"],
@@ -174,6 +184,7 @@ class ServerRecord:
             processes=processes,
             postgres=PostgresRecord.from_json(postgres) if postgres else None,
             standin_url=data.get("standin_url"),
+            api_key_env=api_key_env,
         )
 
 
@@ -209,7 +220,7 @@ def load_record(paths: ServerPaths) -> ServerRecord | None:
         return None
     try:
         return ServerRecord.from_json(data)
-    except (KeyError, TypeError, ValueError) as error:
+    except (KeyError, TypeError, ValueError, LauncherError) as error:
         raise CorruptStateError(
             f"{paths.record} is not a server record this version understands: {error}",
             hint=f"stop any server it describes by hand, then delete {paths.record}",
