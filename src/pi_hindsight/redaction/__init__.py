@@ -20,6 +20,10 @@ The detectors, one module each:
 - :mod:`.commands`: ``curl -u``, ``auth=(…)``, ``mysql -p…``, ``Cookie:``;
 - :mod:`.context`: random tokens near secret words, passwords in prose.
 
+The detectors that read key names (:mod:`.assignments`, :mod:`.context`) get them from
+:mod:`.finder`, which finds them on demand, so a name no detector asks for costs no step of
+Python (adversarial text can hold a secret word every few characters).
+
 One pass of :mod:`.triggers` says which detectors can match at all; only those run. All matches
 are merged as spans before replacement, so overlapping detectors never corrupt each other.
 """
@@ -27,6 +31,9 @@ are merged as spans before replacement, so overlapping detectors never corrupt e
 from __future__ import annotations
 
 import bisect
+import functools
+import itertools
+import operator
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -40,14 +47,21 @@ __all__ = ["KINDS", "Finding", "Redacted", "redact"]
 
 @dataclass(frozen=True)
 class Redacted:
-    """The text with every detected secret replaced, and what was replaced."""
+    """The text with every detected secret replaced, and what was replaced: ``spans`` holds
+    (start, end, kind) in the original text, ``findings`` the same as :class:`Finding` objects
+    (made when first asked for: adversarial text can hold tens of thousands, and most callers
+    only want the text)."""
 
     text: str
-    findings: tuple[Finding, ...]
+    spans: tuple[Hit, ...] = ()
 
     @property
     def changed(self) -> bool:
-        return bool(self.findings)
+        return bool(self.spans)
+
+    @functools.cached_property
+    def findings(self) -> tuple[Finding, ...]:
+        return tuple(Finding(kind, start, end) for start, end, kind in self.spans)
 
 
 @dataclass(frozen=True)
@@ -176,16 +190,41 @@ def redact(text: str) -> Redacted:
     result never contains a fragment of a secret that one detector cut and another missed.
     """
     if not text:
-        return Redacted(text, ())
+        return Redacted(text)
     hits = _hits(text)
     if not hits:
-        return Redacted(text, ())
-    # By start, longest first, then in detector order (which names a tie).
-    ordered = sorted((start, -end, order, kind) for order, (start, end, kind) in enumerate(hits))
+        return Redacted(text)
+    merged, starts, ends = _merge(hits)
+    # The text between findings and the markers, interleaved; C-level loops, as adversarial text
+    # can hold a finding every few characters.
+    gaps = map(text.__getitem__, map(slice, [0, *ends], starts))
+    markers = map(_marker, map(_KIND, merged))
+    parts = list(itertools.chain.from_iterable(zip(gaps, markers, strict=True)))
+    parts.append(text[ends[-1] :])
+    return Redacted("".join(parts), tuple(merged))
+
+
+@functools.cache
+def _marker(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
+
+
+_START, _END, _KIND = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
+
+
+def _merge(hits: list[Hit]) -> tuple[list[Hit], list[int], list[int]]:
+    """``hits`` by start, overlapping ones merged into the earliest-starting, longest one (ties:
+    the first detector's kind); and their starts and ends."""
+    # By start, longest first, then in detector order: two stable sorts, keys looked up in C.
+    hits.sort(key=_END, reverse=True)
+    hits.sort(key=_START)
+    starts = list(map(_START, hits))
+    ends = list(map(_END, hits))
+    if all(map(operator.le, ends, itertools.islice(starts, 1, None))):
+        return hits, starts, ends  # nothing overlaps (the usual case): no loop in Python
     merged: list[Hit] = []
     last_end = -1
-    for start, negative_end, _, kind in ordered:
-        end = -negative_end
+    for start, end, kind in hits:
         if start < last_end:
             if end > last_end:
                 merged[-1] = (merged[-1][0], end, merged[-1][2])
@@ -193,12 +232,4 @@ def redact(text: str) -> Redacted:
             continue
         merged.append((start, end, kind))
         last_end = end
-    findings = tuple(Finding(kind, start, end) for start, end, kind in merged)
-    parts: list[str] = []
-    cursor = 0
-    for finding in findings:
-        parts.append(text[cursor : finding.start])
-        parts.append(f"[REDACTED:{finding.kind}]")
-        cursor = finding.end
-    parts.append(text[cursor:])
-    return Redacted("".join(parts), findings)
+    return merged, list(map(_START, merged)), list(map(_END, merged))
