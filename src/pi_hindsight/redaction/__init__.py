@@ -38,11 +38,11 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from pi_hindsight.redaction import assignments, blocks, commands, context, names, tokens
+from pi_hindsight.redaction import assignments, blocks, commands, context, finder, names, tokens
 from pi_hindsight.redaction.source import Finding, Hit, Source
 from pi_hindsight.redaction.triggers import TriggerSet
 
-__all__ = ["KINDS", "Finding", "Redacted", "redact"]
+__all__ = ["CAP", "KINDS", "Finding", "Redacted", "redact"]
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,7 @@ _TRIGGERS = TriggerSet(
         ("[REDACTED:", False),
         *(trigger for pattern in tokens.PATTERNS for trigger in pattern.triggers),
         *(trigger for detector in (*_DETECTORS, _CONTEXT) for trigger in detector.triggers),
+        *finder.HINTS,
     )
 )
 
@@ -131,7 +132,11 @@ _ALWAYS = [position for position, pattern in enumerate(tokens.PATTERNS) if not p
 _DETECTOR_TRIGGERS = tuple((detector, _indices(detector.triggers)) for detector in _DETECTORS)
 _CONTEXT_TRIGGERS = _indices(_CONTEXT.triggers)
 _MARKER_TRIGGER = _TRIGGERS.index("[REDACTED:", False)
-_WORD_TRIGGERS = tuple((word, _TRIGGERS.index(word, True)) for word in names.SECRET_WORDS)
+# The secret words, and the literals finder.py asks about: absent ones are left out of the search.
+_WORD_TRIGGERS = (
+    *((word, _TRIGGERS.index(word, True)) for word in names.SECRET_WORDS),
+    *((literal, _TRIGGERS.index(literal, folded)) for literal, folded in finder.HINTS),
+)
 
 KINDS: frozenset[str] = frozenset(
     (
@@ -166,6 +171,41 @@ def _hits(text: str, *, prefilter: bool = True) -> list[Hit]:
     return source.found
 
 
+# A text longer than CAP is redacted one segment of about _SEGMENT characters at a time, each
+# with _MARGIN characters of the text around it: every detector is linear, and the segments also
+# bound the memory and the sorts of one pass, so an enormous text (a log pasted whole) costs the
+# same per character as a small one. A secret starting in a segment is found whole as long as it
+# ends within the margin after it (64 KB: far more than any key block or value).
+CAP = 4 << 20
+_SEGMENT = 1 << 20
+_MARGIN = 64 << 10
+
+
+def _segmented_hits(text: str) -> list[Hit]:
+    """The detections of a text longer than CAP, segment by segment: each segment ends after a
+    line break near its nominal end when there is one, and is scanned with the margin before
+    (from a line start, when there is one near) and after it; a detection belongs to the segment
+    it starts in."""
+    size = len(text)
+    hits: list[Hit] = []
+    start = 0
+    while start < size:
+        end = min(size, start + _SEGMENT)
+        if end < size:
+            newline = text.rfind("\n", end - _MARGIN, end)
+            end = end if newline < 0 else newline + 1
+        window_start = max(0, start - _MARGIN)
+        if window_start:
+            newline = text.rfind("\n", window_start - _MARGIN, window_start)
+            window_start = window_start if newline < 0 else newline + 1
+        window_end = min(size, end + _MARGIN)
+        for hit_start, hit_end, kind in _hits(text[window_start:window_end]):
+            if start <= hit_start + window_start < end:
+                hits.append((hit_start + window_start, hit_end + window_start, kind))
+        start = end
+    return hits
+
+
 def _outside_markers(text: str, hits: list[Hit]) -> list[Hit]:
     """``hits`` without those overlapping or touching an earlier ``[REDACTED:kind]``, so that a
     second pass never cuts into a marker (``curl -u [REDACTED:stripe_key]:`` is not a user and a
@@ -191,7 +231,7 @@ def redact(text: str) -> Redacted:
     """
     if not text:
         return Redacted(text)
-    hits = _hits(text)
+    hits = _hits(text) if len(text) <= CAP else _segmented_hits(text)
     if not hits:
         return Redacted(text)
     merged, starts, ends = _merge(hits)

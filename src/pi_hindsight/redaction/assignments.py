@@ -44,6 +44,7 @@ __all__ = ["find_assignments"]
 _BLANKS = re.compile(r"[ \t]{1,16}")
 _BARE_VALUE = r"[^\s\"'`,;)(\]}{&<>]{1,4096}+"
 _BARE = re.compile(_BARE_VALUE)
+_VALUE_REACH = 4098  # a quoted value of up to 4096 characters and its closing quote
 # OPERATOR with the operator proper as group 1, an empty group 2 where the value starts, and
 # what the value starts with: a quote (group 3) or a bare value (group 4): one match per name.
 _OPENING = re.compile(OPERATOR.replace("(?:", "(", 1) + rf"()(?:([\"'`])|({_BARE_VALUE}))?")
@@ -267,8 +268,10 @@ def _name_value(scan: _Scan, name_end: int, strength: Strength) -> tuple[Hit | N
     if key is None:
         return None, 0
     start = key.end()
-    line_end = text.find("\n", start)
-    line_end = len(text) if line_end < 0 else line_end
+    # The line's end, looked for no further than a value can reach: a search to the end of a
+    # long line for every such name would be quadratic ("name: password value: x " * 40_000).
+    line_end = text.find("\n", start, start + _VALUE_REACH)
+    line_end = min(len(text), start + _VALUE_REACH) if line_end < 0 else line_end
     if start < len(text) and text[start] in "\"'":
         value, resume = _quoted(scan, start, line_end, own_line=False)
     else:

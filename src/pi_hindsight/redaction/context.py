@@ -137,17 +137,15 @@ def find_by_context(source: Source) -> Iterator[Hit]:
 
 def _candidate(source: Source, start: int, window_end: int) -> re.Match[str] | None:
     """The first candidate token starting in [start, window_end). A candidate has 16 token
-    characters in a row: where the mask of token characters has none, no pattern runs (in prose,
-    the pattern would try every word start)."""
+    characters in a row: where the window's mask of token characters has none (prose), no
+    pattern runs (it would try every word start)."""
     text = source.text
-    mask = source.cache.get("token_mask")
-    if mask is None:
-        mask = source.cache["token_mask"] = text.encode("latin-1", "replace").translate(_TOKEN_MASK)
     end = min(len(text), window_end + 16)
-    at = mask.find(_SIXTEEN, start, end)  # type: ignore[attr-defined]
-    if at < 0 or at >= window_end:
+    mask = text[start:end].encode("latin-1", "replace").translate(_TOKEN_MASK)
+    at = mask.find(_SIXTEEN)
+    if at < 0 or start + at >= window_end:
         return None
-    candidate = _CANDIDATE.search(text, at, end)
+    candidate = _CANDIDATE.search(text, start + at, end)
     return None if candidate is None or candidate.start() >= window_end else candidate
 
 

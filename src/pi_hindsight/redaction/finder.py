@@ -17,6 +17,7 @@ found are shared through ``source.cache``.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -30,15 +31,22 @@ from pi_hindsight.redaction.names import (
     prose_key,
     word_strength,
 )
-from pi_hindsight.redaction.source import NAME_CHARS, NAME_MASK, Source
+from pi_hindsight.redaction.source import NAME_CHARS, Source
 
-__all__ = ["OPERATOR", "Names"]
+__all__ = ["HINTS", "OPERATOR", "Names"]
+
+# Literals whose absence spares work (the trigger pass reports them, see Source.absent): "pw"
+# (a weak run can be a password only through a "pw" part) and "value" (name: DB_PASSWORD …
+# value: …, assignments.py's _name_value).
+HINTS = (("pw", True), ("value", False))
 
 # What follows a key name that is assigned a value: an optional closing quote, the operator,
 # blanks. Not ``==``, ``::``, ``=~``, ``://``. (assignments.py reads the value after it.)
 OPERATOR = r"[\"'`]?[ \t]{0,16}(?::=|=>|=(?![=~])|\?:|:(?![:/]))[ \t]{0,16}"
 
 _NAME_SET = frozenset(NAME_CHARS)
+_NAME_LOWER = "abcdefghijklmnopqrstuvwxyz0123456789_.-"  # name characters of the lowered text
+_NAME_RUN = re.compile(r"[a-z0-9_.-]++")
 _VENDORS = frozenset(VENDOR_WORDS)
 _VENDOR = re.compile("|".join(VENDOR_WORDS))
 _WEAK_WORDS = frozenset(word for word in SECRET_WORDS if word_strength(word) == "weak")
@@ -152,24 +160,28 @@ class Names:
     takes; the ``openers`` of a window for :mod:`.context` (not weak, not assigned a value).
     """
 
-    def __init__(self, source: Source, view: View = "all") -> None:
+    def __init__(self, source: Source, view: View = "all", *, lazy: bool = False) -> None:
+        """``lazy``: search for the names even where each secret word occurs at most _FEW times
+        (which lists them all at once, see _listed; for tests: both ways find the same)."""
         assigned: set[int] = source.cache.get("assigned", set())  # type: ignore[assignment]
+        present, pw, values = _present(source)
+        self._listed: list[NameHit] | None = None
+        if not lazy and all(_occurring(source, word)[1] is not None for word, _ in present):
+            self._listed = _listed(source, view)
+            self._starts = [name[0] for name in self._listed]
+            self._ends = [name[1] for name in self._listed]
+            return
         # A run of weak words only ("_auth") is weak unless it has a "pw" part ("auth_pw").
-        pw = "pw" in source.lowered
         weak_runs = view != "openers" or pw
         self._simple: list[_Search] = []
-        inside: list[re.Pattern[str]] = []
-        # name: DB_PASSWORD … value: … needs "value" in the text (assignments.py's _name_value)
-        values = "value" in source.text
-        for word, word_patterns in _WORDS.items():
-            if word in source.absent:
-                continue
-            patterns = _AUTH_WITH_PW if word == "auth" and pw else word_patterns
+        inside: list[tuple[re.Pattern[str], str]] = []
+        for word, patterns in present:
             strength = patterns.strength
             if weak_runs or word not in _WEAK_WORDS:
-                inside.append(patterns.inside)
+                inside.append((patterns.inside, word))
             if view == "assignable":
                 if strength in _ASSIGNABLE:
+                    # name: DB_PASSWORD … value: … needs "value" in the text (_name_value)
                     pattern = patterns.assignable_or_key if values else patterns.assignable
                     self._simple.append(_Search(source, pattern, word, strength))
             elif view == "all":
@@ -185,14 +197,17 @@ class Names:
 
     def first(self, position: int, *, by_end: bool = False) -> NameHit | None:
         """The first name starting at or after ``position`` (``by_end``: ending at or after it)."""
+        if self._listed is not None:
+            at = bisect.bisect_left(self._ends if by_end else self._starts, position)
+            return self._listed[at] if at < len(self._listed) else None
         runs = self._runs
         if not runs.active and len(self._simple) == 1:  # one word, the usual adversarial case
             search = self._simple[0]
             at = max(0, position - search.length if by_end else position)
             if search.searched <= at <= search.start:
                 start = search.start
-            elif search.plain:  # the search of _Search.at, inline (this runs once per name)
-                match = search.pattern.search(search.lowered, at)
+            elif search.plain and at <= search.last:  # _Search.at inline (runs once per name)
+                match = search.pattern.search(search.lowered, at, search.endpos)
                 start = _NONE if match is None else match.start()
                 search.searched, search.start = at, start
             else:
@@ -222,12 +237,14 @@ class Names:
 
 
 class _Search:
-    """The matches of one word's simple pattern, asked for from increasing positions: each
-    search starts where it is asked from, so the occurrences skipped over are never looked at."""
+    """The matches of one word's pattern, asked for from increasing positions. A word that
+    occurs often is searched for from where it is asked (the occurrences skipped over are never
+    looked at); one that occurs a few times is matched at each of its occurrences (found once
+    per text for all patterns: a search that finds nothing would scan to the end of the text)."""
 
     __slots__ = (
-        "_skip", "_source", "length", "lowered", "pattern", "plain", "prose", "searched", "start",
-        "strength",
+        "_occurrences", "_skip", "_source", "endpos", "last", "length", "lowered", "pattern",
+        "plain", "prose", "searched", "start", "strength",
     )  # fmt: skip
 
     def __init__(
@@ -241,41 +258,57 @@ class _Search:
     ) -> None:
         """``prose``: the word is "key", a name only by the word before it; ``skip``: starts of
         matches that are not names for this view."""
-        self._source, self.pattern, self.lowered = source, pattern, _searchable(source)[0]
-        self.length, self.strength, self.prose, self._skip = len(word), strength, prose, skip
-        self.plain = not prose and not skip  # every match counts
+        self._source, self.pattern, self.strength, self.prose, self._skip = (
+            source, pattern, strength, prose, skip,
+        )  # fmt: skip
+        self.lowered, self._occurrences, self.last, self.endpos = _occurring(source, word)
+        self.length = len(word)
         self.searched = self.start = -1  # the last search began at searched and found start
+        self.plain = not prose and not skip and self._occurrences is None  # (see Names.first)
 
     def at(self, position: int) -> int:
         """The start of the first match at or after ``position`` that is a name (_NONE: none)."""
         if self.searched <= position <= self.start:
             return self.start
         self.searched = max(0, position)
-        match = self.pattern.search(self.lowered, self.searched)
+        self.start = _NONE
+        occurrences = self._occurrences
+        if occurrences is not None:
+            for at in occurrences[bisect.bisect_left(occurrences, position) :]:
+                match = self.pattern.match(self.lowered, at, self.endpos)
+                if match is not None and self._accept(at):
+                    self.start = at
+                    break
+        elif position <= self.last:
+            match = self.pattern.search(self.lowered, self.searched, self.endpos)
+            while match is not None and not self._accept(match.start()):
+                match = self.pattern.search(self.lowered, match.end(), self.endpos)
+            if match is not None:
+                self.start = match.start()
+        return self.start
+
+    def _accept(self, start: int) -> bool:
         if self.prose:  # "the API key": strong, "the key for …": as after a vendor's name
             source = self._source
-            while match is not None:
-                self.strength = prose_key(source.text, source.lowered, match.start())
-                if self.strength is not None:
-                    break
-                match = self.pattern.search(self.lowered, match.end())
-        elif self._skip:
-            while match is not None and match.start() in self._skip:
-                match = self.pattern.search(self.lowered, match.end())
-        self.start = _NONE if match is None else match.start()
-        return self.start
+            self.strength = prose_key(source.text, source.lowered, start)
+            return self.strength is not None
+        return self._skip is None or start not in self._skip
 
 
 class _Runs:
     """The names longer than their secret word, run by run from increasing positions."""
 
     def __init__(
-        self, source: Source, patterns: list[re.Pattern[str]], view: View, assigned: set[int]
+        self,
+        source: Source,
+        patterns: list[tuple[re.Pattern[str], str]],
+        view: View,
+        assigned: set[int],
     ) -> None:
         self._source, self._view, self._assigned = source, view, assigned
         source.cache.setdefault("runs", {})
         source.cache.setdefault("run_names", {})
-        self._searches = [_Search(source, pattern, "", None) for pattern in patterns]
+        self._searches = [_Search(source, pattern, word, None) for pattern, word in patterns]
         self._name: NameHit | None = None  # the last name found
         self._searched = 0 if patterns else _NONE  # the runs before this have been looked at
         self.active = bool(patterns)  # whether a name can still be found or returned again
@@ -314,9 +347,8 @@ class _Runs:
         start = max(self._searched, position)
         text = self._source.text
         if 0 < start <= len(text) and text[start - 1] in _NAME_SET:
-            mask = _searchable(self._source)[1]
-            before = mask.rfind(0, max(0, start - 1 - _RUN_LIMIT), start - 1) + 1
-            if before > 0 or start - 1 <= _RUN_LIMIT:
+            before = _run_start(_searchable(self._source), start)
+            if before >= 0:
                 start = max(self._searched, before)
         return start
 
@@ -346,6 +378,139 @@ class _Runs:
         return True
 
 
+# Secret words that begin longer ones: "pass" is found in every "password".
+_PREFIXES = {
+    word: tuple(other for other in SECRET_WORDS if other != word and other.startswith(word))
+    for word in SECRET_WORDS
+}
+
+
+def _present(source: Source) -> tuple[list[tuple[str, _Word]], bool, bool]:
+    """The secret words in the text with their patterns (the trigger pass says which; not those
+    found only as the start of a longer one: "pass" in "password"), whether "pw" occurs, and
+    whether "value" does. Computed once per text."""
+    cached = source.cache.get("present")
+    if cached is None:
+        absent = set(source.absent)
+        for word, longer in _PREFIXES.items():
+            if longer and word not in absent:
+                occurrences = _occurring(source, word)[1]
+                if occurrences is not None and all(
+                    source.lowered.startswith(
+                        tuple(other[len(word) :] for other in longer), at + len(word)
+                    )
+                    for at in occurrences
+                ):
+                    absent.add(word)
+        pw = "pw" not in absent
+        words = [
+            (word, _AUTH_WITH_PW if word == "auth" and pw else patterns)
+            for word, patterns in _WORDS.items()
+            if word not in absent
+        ]
+        cached = source.cache["present"] = (words, pw, "value" not in absent)
+    return cached  # type: ignore[return-value]
+
+
+# The most any pattern reads after the word it starts with (_XML_VALUE: 1024 and a little).
+_LOOKAHEAD = 1100
+_FEW = 64  # a word occurring at most this often is matched at each occurrence (see _Search)
+
+
+def _occurring(source: Source, word: str) -> tuple[str, list[int] | None, int, int]:
+    """Where ``word`` occurs in the searchable text: the text; its occurrences if there are at
+    most _FEW (else None: it is searched for); the last occurrence (-1: none), after which no
+    search needs to run; and how far a search needs to read (the patterns' lookaheads after the
+    last occurrence). Computed once per text and word."""
+    cache: dict[str, tuple[str, list[int] | None, int, int]] = source.cache.setdefault(
+        "occurring", {}
+    )  # type: ignore[assignment]
+    known = cache.get(word)
+    if known is None:
+        lowered = _searchable(source)
+        find, step = lowered.find, len(word)
+        occurrences: list[int] | None = []
+        at = find(word)
+        while at >= 0:
+            if len(occurrences) == _FEW:  # type: ignore[arg-type]
+                occurrences = None  # many
+                break
+            occurrences.append(at)  # type: ignore[union-attr]
+            at = find(word, at + step)
+        if occurrences is None:
+            last = lowered.rfind(word)
+        else:
+            last = occurrences[-1] if occurrences else -1
+        endpos = min(len(lowered), last + step + _LOOKAHEAD)
+        known = cache[word] = (lowered, occurrences, last, endpos)
+    return known
+
+
+def _listed(source: Source, view: View) -> list[NameHit]:
+    """The names of ``view`` in a text where each secret word occurs at most _FEW times: the
+    same as searching for them (a test checks), at less cost for a few names."""
+    present, _, values = _present(source)
+    words = dict(present)
+    searchable = _searchable(source)
+    assigned: set[int] = source.cache.get("assigned", set())  # type: ignore[assignment]
+    listed = []
+    for name, word, run_start, run_stop in _entries(source):
+        start, end, strength, prose = name
+        if view == "all":
+            listed.append(name)
+        elif word:  # the word by itself
+            patterns = words[word]
+            if view == "assignable":
+                pattern = patterns.assignable_or_key if values else patterns.assignable
+                if strength in _ASSIGNABLE and not prose and pattern.match(searchable, start):
+                    listed.append(name)
+            elif (
+                strength != "weak"
+                and patterns.unassigned.match(searchable, start)
+                and (prose or start not in assigned)
+            ):
+                listed.append(name)
+        elif view == "assignable":
+            if strength in _ASSIGNABLE and not prose and _may_assign(source, run_start, run_stop):
+                listed.append(name)
+        elif strength != "weak" and start not in assigned and not _EMPTY_AT.match(searchable, end):
+            listed.append(name)
+    return listed
+
+
+def _entries(
+    source: Source,
+) -> list[tuple[NameHit, str, int, int]]:
+    """Every name of a text where each secret word occurs at most _FEW times, in order: the
+    name, its word when it is the word by itself (else ""), and the bounds of its run."""
+    cached = source.cache.get("entries")
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    source.cache.setdefault("runs", {})
+    source.cache.setdefault("run_names", {})
+    entries: list[tuple[NameHit, str, int, int]] = []
+    runs: set[int] = set()
+    for word, patterns in _present(source)[0]:
+        searchable, occurrences, _, endpos = _occurring(source, word)
+        for at in occurrences or ():
+            end = at + len(word)
+            if patterns.simple.match(searchable, at, endpos):
+                if patterns.strength is not None:
+                    entries.append(((at, end, patterns.strength, False), word, at, end))
+                elif (prose := prose_key(source.text, source.lowered, at)) is not None:
+                    entries.append(((at, end, prose, True), word, at, end))
+            elif patterns.inside.match(searchable, at, endpos):
+                run_start, run_stop, _ = _run(source, at)
+                if run_start >= 0 and run_start not in runs:
+                    runs.add(run_start)
+                    name = _name(source, run_start, run_stop)
+                    if name is not None:
+                        entries.append((name, "", run_start, run_stop))
+    entries.sort()
+    source.cache["entries"] = entries
+    return entries
+
+
 def _may_assign(source: Source, start: int, stop: int) -> bool:
     """Whether the run at [start, stop) may be a name assigned a value (a superset of what the
     simple patterns' sites say, checked before the run's name is worked out)."""
@@ -365,23 +530,29 @@ def _run(source: Source, occurrence: int) -> tuple[int, int, int]:
     and where to look for the next run (start -1: longer than 160 characters, no key name).
     Memoised per text: the detectors share the runs."""
     runs: dict[int, tuple[int, int, int]] = source.cache["runs"]  # type: ignore[assignment]
-    mask = source.cache["searchable"][1]  # type: ignore[index]
-    low = occurrence - _RUN_LIMIT - 1
-    start = mask.rfind(0, low if low > 0 else 0, occurrence) + 1
+    lowered = _searchable(source)
+    start = _run_start(lowered, occurrence)
     known = runs.get(start)
     if known is not None and known[2] > occurrence:
         return known
-    size = len(mask)
-    stop = mask.find(0, occurrence, occurrence + _RUN_LIMIT + 1)
-    if stop < 0 and occurrence + _RUN_LIMIT + 1 > size:
-        stop = size
-    if stop < 0 or (start == 0 and occurrence > _RUN_LIMIT) or stop - start > _RUN_LIMIT:
-        end = mask.find(0, occurrence)  # skip all of a run too long to be a name
-        resolved = (-1, -1, size if end < 0 else end)
+    right = lowered[occurrence : occurrence + _RUN_LIMIT + 1]
+    stop = occurrence + len(right) - len(right.lstrip(_NAME_LOWER))
+    if start < 0 or stop - start > _RUN_LIMIT:
+        end = _NAME_RUN.match(lowered, occurrence)  # skip all of a run too long to be a name
+        resolved = (-1, -1, occurrence + 1 if end is None else end.end())
     else:
         resolved = (start, stop, stop)
     runs[start] = resolved
     return resolved
+
+
+def _run_start(lowered: str, position: int) -> int:
+    """Where the run of name characters ending at ``position`` starts (-1: more than 160
+    characters before it)."""
+    low = max(0, position - _RUN_LIMIT - 1)
+    left = lowered[low:position]
+    start = position - (len(left) - len(left.rstrip(_NAME_LOWER)))
+    return -1 if start == low and low > 0 else start
 
 
 def _name(source: Source, start: int, stop: int) -> NameHit | None:
@@ -411,12 +582,11 @@ def _run_name(source: Source, start: int, stop: int) -> NameHit | None:
     return None
 
 
-def _searchable(source: Source) -> tuple[str, bytes]:
+def _searchable(source: Source) -> str:
     """The lowered text with the spans the token and block detectors found (a word inside a
     private key or a vendor token is not a name: "PRIVATE KEY", "…key…" in a token) and the
-    markers of an earlier redaction blanked out with NUL, and its mask of name characters.
-    Fixed when first asked, before the detectors that read names add their findings (those
-    must not hide names)."""
+    markers of an earlier redaction blanked out with NUL. Fixed when first asked, before the
+    detectors that read names add their findings (those must not hide names)."""
     cached = source.cache.get("searchable")
     if cached is None:
         lowered = source.lowered
@@ -433,6 +603,5 @@ def _searchable(source: Source) -> tuple[str, bytes]:
                     cursor = end
             parts.append(lowered[cursor:])
             lowered = "".join(parts)
-        mask = lowered.encode("latin-1", "replace").translate(NAME_MASK)
-        cached = source.cache["searchable"] = (lowered, mask)
+        cached = source.cache["searchable"] = lowered
     return cached  # type: ignore[return-value]

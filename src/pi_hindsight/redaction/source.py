@@ -38,7 +38,7 @@ class Source:
     text: str
     found: list[Hit] = field(default_factory=list)
     cache: dict[str, object] = field(default_factory=dict)  # results shared between detectors
-    # Words the trigger pass found absent (case-insensitively): no need to search for them.
+    # Secret words (and finder.HINTS) the trigger pass found absent: no need to search for them.
     absent: frozenset[str] = frozenset()
 
     @cached_property
