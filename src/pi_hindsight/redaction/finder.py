@@ -18,6 +18,7 @@ found are shared through ``source.cache``.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -378,9 +379,12 @@ class _Runs:
         return True
 
 
-# Secret words that begin longer ones: "pass" is found in every "password".
+# Secret words that begin longer ones ("pass" is found in every "password"), and the rest of
+# the longer ones.
 _PREFIXES = {
-    word: tuple(other for other in SECRET_WORDS if other != word and other.startswith(word))
+    word: tuple(
+        other[len(word) :] for other in SECRET_WORDS if other != word and other.startswith(word)
+    )
     for word in SECRET_WORDS
 }
 
@@ -392,15 +396,15 @@ def _present(source: Source) -> tuple[list[tuple[str, _Word]], bool, bool]:
     cached = source.cache.get("present")
     if cached is None:
         absent = set(source.absent)
-        for word, longer in _PREFIXES.items():
-            if longer and word not in absent:
-                occurrences = _occurring(source, word)[1]
-                if occurrences is not None and all(
-                    source.lowered.startswith(
-                        tuple(other[len(word) :] for other in longer), at + len(word)
-                    )
-                    for at in occurrences
-                ):
+        for word, rests in _PREFIXES.items():
+            if rests and word not in absent:
+                searchable, occurrences = _occurring(source, word)[:2]
+                startswith, length = searchable.startswith, len(word)
+                if occurrences is None:  # many: count them (no longer word overlaps another)
+                    longer = sum(searchable.count(word + rest) for rest in rests)
+                    if searchable.count(word) == longer:
+                        absent.add(word)
+                elif all(startswith(rests, at + length) for at in occurrences):
                     absent.add(word)
         pw = "pw" not in absent
         words = [
@@ -415,6 +419,7 @@ def _present(source: Source) -> tuple[list[tuple[str, _Word]], bool, bool]:
 # The most any pattern reads after the word it starts with (_XML_VALUE: 1024 and a little).
 _LOOKAHEAD = 1100
 _FEW = 64  # a word occurring at most this often is matched at each occurrence (see _Search)
+_LITERALS = {word: re.compile(re.escape(word)) for word in SECRET_WORDS}
 
 
 def _occurring(source: Source, word: str) -> tuple[str, list[int] | None, int, int]:
@@ -428,20 +433,14 @@ def _occurring(source: Source, word: str) -> tuple[str, list[int] | None, int, i
     known = cache.get(word)
     if known is None:
         lowered = _searchable(source)
-        find, step = lowered.find, len(word)
-        occurrences: list[int] | None = []
-        at = find(word)
-        while at >= 0:
-            if len(occurrences) == _FEW:  # type: ignore[arg-type]
-                occurrences = None  # many
-                break
-            occurrences.append(at)  # type: ignore[union-attr]
-            at = find(word, at + step)
-        if occurrences is None:
+        matches = itertools.islice(_LITERALS[word].finditer(lowered), _FEW + 1)
+        occurrences: list[int] | None = [match.start() for match in matches]
+        if len(occurrences) > _FEW:  # type: ignore[arg-type]
+            occurrences = None  # many
             last = lowered.rfind(word)
         else:
             last = occurrences[-1] if occurrences else -1
-        endpos = min(len(lowered), last + step + _LOOKAHEAD)
+        endpos = min(len(lowered), last + len(word) + _LOOKAHEAD)
         known = cache[word] = (lowered, occurrences, last, endpos)
     return known
 
