@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pi_hindsight import redaction
-from pi_hindsight.redaction import _hits, redact, tokens
+from pi_hindsight.redaction import _hits, _merge, assignments, finder, redact, tokens
+from pi_hindsight.redaction.source import Source
 
 # Every literal a detector starts from, and constructs that once made a pattern rescan the text.
 UNITS = sorted(
@@ -49,6 +50,8 @@ UNITS = sorted(
         "--token ",
         "<password>",
         "name: DB_PASSWORD\n",
+        "name: password value: x ",
+        "abcdefghijklmnopqrstuvwxyz\tkey ",
         "key=",
         "key",
         "auth",
@@ -128,6 +131,51 @@ def test_time_grows_linearly_on_a_repeated_construct(unit: str) -> None:
     assert _ratio(unit) <= 8, f"redact() is super-linear on {unit!r} repeated"
 
 
+def test_a_bare_key_after_a_long_word_costs_linear_time() -> None:
+    """Pins a quadratic case found while speeding redaction up (issue 9): for a bare "key" in
+    prose, the word before it was taken from the last blank within 24 characters, and with no
+    blank there, from the start of the text: every such "key" sliced all the text before it
+    (50 KB: 20 ms, 200 KB: 491 ms)."""
+    unit = "abcdefghijklmnopqrstuvwxyz\tkey "
+    ratios = []
+    for _ in range(3):
+        small = max(_seconds(_repeat(unit, 50_000)), 0.002)
+        ratios.append(_seconds(_repeat(unit, 200_000)) / small)
+        if ratios[-1] <= 8:
+            break
+    assert min(ratios) <= 8
+
+
+def test_an_enormous_text_is_redacted_in_segments_like_a_whole() -> None:
+    """Past redaction.CAP a text is redacted a segment at a time (linear time and bounded work
+    per segment whatever the text); secrets across a segment's end are found whole, as in one
+    pass over all of it."""
+    key = (
+        "-----BEGIN RSA PRIVATE KEY-----\n"
+        + "MIIEpAIBAAKCAQEA7xyzABCDEFGHabcdefgh0123456789+/abcdefghijklmnop\n" * 40
+        + "-----END RSA PRIVATE KEY-----\n"
+    )
+    line = "an ordinary log line, nothing special in it: port 8080, user alice, status ok\n"
+    secrets = (key, "export API_KEY=sk-proj-" + "Ab1" * 16 + "\n", "the password is Tr0ub4dor&3\n")
+    parts, size, boundary = [], 0, 1 << 20
+    while size < redaction.CAP + 300_000:
+        # Each secret starts a little before a segment's nominal end, so that it runs across it.
+        for offset, secret in zip((3_000, 60, 10), secrets, strict=True):
+            while size < boundary - offset:
+                parts.append(line)
+                size += len(line)
+            parts.append(secret)
+            size += len(secret)
+            boundary += 1 << 20
+    text = "".join(parts)
+    assert len(text) > redaction.CAP
+    result = redact(text)
+    whole = _merge(_hits(text))[0]
+    assert list(result.spans) == whole
+    assert "MIIEpAIBAAKCAQEA" not in result.text and "Tr0ub4dor" not in result.text
+    assert "sk-proj-" not in result.text
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(unit=st.sampled_from(UNITS), glue=st.text(alphabet=" \n=:'\"-_/.aZ9", max_size=4))
 def test_time_grows_linearly_on_generated_constructs(unit: str, glue: str) -> None:
@@ -174,3 +222,30 @@ def test_the_trigger_pass_reports_every_literal_on_a_dense_adversarial_text() ->
     assert triggers.present(text) == frozenset(range(len(triggers)))
     present = triggers.present(text[: len(text) // 2].replace("ghp_", "gh_p"))
     assert triggers.index("ghp_", False) not in present
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXTS)
+def test_names_found_by_search_and_by_listing_are_the_same(text: str) -> None:
+    """A text with few secret words has its names listed at once, one with many searches for
+    them from each position asked (finder.py): both ways give the same names, in every view."""
+    source = Source(text)
+    present = redaction._TRIGGERS.present(text)
+    source.absent = frozenset(
+        word for word, index in redaction._WORD_TRIGGERS if index not in present
+    )
+    source.found.extend(tokens.find_tokens(source, list(tokens.PATTERNS)))
+
+    def walk(view: finder.View, lazy: bool) -> list[tuple[int, int, str, bool]]:
+        names, position = finder.Names(source, view, lazy=lazy), 0
+        found: list[tuple[int, int, str, bool]] = []
+        by_end = view != "assignable"
+        while (name := names.first(position, by_end=by_end)) is not None:
+            found.append(name)
+            position = name[1] + 1 if by_end else name[1]
+        return found
+
+    assert walk("assignable", True) == walk("assignable", False)
+    list(assignments.find_assignments(source))  # the names assigned a value, for "openers"
+    assert walk("openers", True) == walk("openers", False)
+    assert walk("all", True) == walk("all", False)

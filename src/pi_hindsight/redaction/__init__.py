@@ -20,6 +20,10 @@ The detectors, one module each:
 - :mod:`.commands`: ``curl -u``, ``auth=(…)``, ``mysql -p…``, ``Cookie:``;
 - :mod:`.context`: random tokens near secret words, passwords in prose.
 
+The detectors that read key names (:mod:`.assignments`, :mod:`.context`) get them from
+:mod:`.finder`, which finds them on demand, so a name no detector asks for costs no step of
+Python (adversarial text can hold a secret word every few characters).
+
 One pass of :mod:`.triggers` says which detectors can match at all; only those run. All matches
 are merged as spans before replacement, so overlapping detectors never corrupt each other.
 """
@@ -27,27 +31,37 @@ are merged as spans before replacement, so overlapping detectors never corrupt e
 from __future__ import annotations
 
 import bisect
+import functools
+import itertools
+import operator
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from pi_hindsight.redaction import assignments, blocks, commands, context, names, tokens
+from pi_hindsight.redaction import assignments, blocks, commands, context, finder, names, tokens
 from pi_hindsight.redaction.source import Finding, Hit, Source
 from pi_hindsight.redaction.triggers import TriggerSet
 
-__all__ = ["KINDS", "Finding", "Redacted", "redact"]
+__all__ = ["CAP", "KINDS", "Finding", "Redacted", "redact"]
 
 
 @dataclass(frozen=True)
 class Redacted:
-    """The text with every detected secret replaced, and what was replaced."""
+    """The text with every detected secret replaced, and what was replaced: ``spans`` holds
+    (start, end, kind) in the original text, ``findings`` the same as :class:`Finding` objects
+    (made when first asked for: adversarial text can hold tens of thousands, and most callers
+    only want the text)."""
 
     text: str
-    findings: tuple[Finding, ...]
+    spans: tuple[Hit, ...] = ()
 
     @property
     def changed(self) -> bool:
-        return bool(self.findings)
+        return bool(self.spans)
+
+    @functools.cached_property
+    def findings(self) -> tuple[Finding, ...]:
+        return tuple(Finding(kind, start, end) for start, end, kind in self.spans)
 
 
 @dataclass(frozen=True)
@@ -100,6 +114,7 @@ _TRIGGERS = TriggerSet(
         ("[REDACTED:", False),
         *(trigger for pattern in tokens.PATTERNS for trigger in pattern.triggers),
         *(trigger for detector in (*_DETECTORS, _CONTEXT) for trigger in detector.triggers),
+        *finder.HINTS,
     )
 )
 
@@ -117,7 +132,11 @@ _ALWAYS = [position for position, pattern in enumerate(tokens.PATTERNS) if not p
 _DETECTOR_TRIGGERS = tuple((detector, _indices(detector.triggers)) for detector in _DETECTORS)
 _CONTEXT_TRIGGERS = _indices(_CONTEXT.triggers)
 _MARKER_TRIGGER = _TRIGGERS.index("[REDACTED:", False)
-_WORD_TRIGGERS = tuple((word, _TRIGGERS.index(word, True)) for word in names.SECRET_WORDS)
+# The secret words, and the literals finder.py asks about: absent ones are left out of the search.
+_WORD_TRIGGERS = (
+    *((word, _TRIGGERS.index(word, True)) for word in names.SECRET_WORDS),
+    *((literal, _TRIGGERS.index(literal, folded)) for literal, folded in finder.HINTS),
+)
 
 KINDS: frozenset[str] = frozenset(
     (
@@ -152,6 +171,41 @@ def _hits(text: str, *, prefilter: bool = True) -> list[Hit]:
     return source.found
 
 
+# A text longer than CAP is redacted one segment of about _SEGMENT characters at a time, each
+# with _MARGIN characters of the text around it: every detector is linear, and the segments also
+# bound the memory and the sorts of one pass, so an enormous text (a log pasted whole) costs the
+# same per character as a small one. A secret starting in a segment is found whole as long as it
+# ends within the margin after it (64 KB: far more than any key block or value).
+CAP = 4 << 20
+_SEGMENT = 1 << 20
+_MARGIN = 64 << 10
+
+
+def _segmented_hits(text: str) -> list[Hit]:
+    """The detections of a text longer than CAP, segment by segment: each segment ends after a
+    line break near its nominal end when there is one, and is scanned with the margin before
+    (from a line start, when there is one near) and after it; a detection belongs to the segment
+    it starts in."""
+    size = len(text)
+    hits: list[Hit] = []
+    start = 0
+    while start < size:
+        end = min(size, start + _SEGMENT)
+        if end < size:
+            newline = text.rfind("\n", end - _MARGIN, end)
+            end = end if newline < 0 else newline + 1
+        window_start = max(0, start - _MARGIN)
+        if window_start:
+            newline = text.rfind("\n", window_start - _MARGIN, window_start)
+            window_start = window_start if newline < 0 else newline + 1
+        window_end = min(size, end + _MARGIN)
+        for hit_start, hit_end, kind in _hits(text[window_start:window_end]):
+            if start <= hit_start + window_start < end:
+                hits.append((hit_start + window_start, hit_end + window_start, kind))
+        start = end
+    return hits
+
+
 def _outside_markers(text: str, hits: list[Hit]) -> list[Hit]:
     """``hits`` without those overlapping or touching an earlier ``[REDACTED:kind]``, so that a
     second pass never cuts into a marker (``curl -u [REDACTED:stripe_key]:`` is not a user and a
@@ -176,16 +230,41 @@ def redact(text: str) -> Redacted:
     result never contains a fragment of a secret that one detector cut and another missed.
     """
     if not text:
-        return Redacted(text, ())
-    hits = _hits(text)
+        return Redacted(text)
+    hits = _hits(text) if len(text) <= CAP else _segmented_hits(text)
     if not hits:
-        return Redacted(text, ())
-    # By start, longest first, then in detector order (which names a tie).
-    ordered = sorted((start, -end, order, kind) for order, (start, end, kind) in enumerate(hits))
+        return Redacted(text)
+    merged, starts, ends = _merge(hits)
+    # The text between findings and the markers, interleaved; C-level loops, as adversarial text
+    # can hold a finding every few characters.
+    gaps = map(text.__getitem__, map(slice, [0, *ends], starts))
+    markers = map(_marker, map(_KIND, merged))
+    parts = list(itertools.chain.from_iterable(zip(gaps, markers, strict=True)))
+    parts.append(text[ends[-1] :])
+    return Redacted("".join(parts), tuple(merged))
+
+
+@functools.cache
+def _marker(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
+
+
+_START, _END, _KIND = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
+
+
+def _merge(hits: list[Hit]) -> tuple[list[Hit], list[int], list[int]]:
+    """``hits`` by start, overlapping ones merged into the earliest-starting, longest one (ties:
+    the first detector's kind); and their starts and ends."""
+    # By start, longest first, then in detector order: two stable sorts, keys looked up in C.
+    hits.sort(key=_END, reverse=True)
+    hits.sort(key=_START)
+    starts = list(map(_START, hits))
+    ends = list(map(_END, hits))
+    if all(map(operator.le, ends, itertools.islice(starts, 1, None))):
+        return hits, starts, ends  # nothing overlaps (the usual case): no loop in Python
     merged: list[Hit] = []
     last_end = -1
-    for start, negative_end, _, kind in ordered:
-        end = -negative_end
+    for start, end, kind in hits:
         if start < last_end:
             if end > last_end:
                 merged[-1] = (merged[-1][0], end, merged[-1][2])
@@ -193,12 +272,4 @@ def redact(text: str) -> Redacted:
             continue
         merged.append((start, end, kind))
         last_end = end
-    findings = tuple(Finding(kind, start, end) for start, end, kind in merged)
-    parts: list[str] = []
-    cursor = 0
-    for finding in findings:
-        parts.append(text[cursor : finding.start])
-        parts.append(f"[REDACTED:{finding.kind}]")
-        cursor = finding.end
-    parts.append(text[cursor:])
-    return Redacted("".join(parts), findings)
+    return merged, list(map(_START, merged)), list(map(_END, merged))

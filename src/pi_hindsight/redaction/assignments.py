@@ -1,9 +1,10 @@
 """Values assigned to secret-named keys: ``API_KEY=…``, ``export DB_PASSWORD="…"``, ``password:
 …`` (YAML), ``"client_secret": "…"``, ``--token=…``, ``--token …``, ``<password>…</password>``.
 
-The key names are found by ``str.find`` on the secret words (shared with :mod:`.context`); a name
-counts when :func:`~.names.name_strength` says so and an assignment operator follows. The value
-rules, by the name's strength and where the value stands:
+The key names come from :class:`~.finder.Names` (only those an operator or the like can follow;
+the names inside a value are skipped without being looked at); a name counts when
+:func:`~.names.name_strength` says so and an assignment operator follows. The value rules, by the
+name's strength and where the value stands:
 
 ========================  ======================  ==============================  ==============
                           line of its own (.env,  quoted inline (code, JSON)      bare inline
@@ -22,11 +23,13 @@ and nowhere a reference, template, placeholder, URL without credentials, path or
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from typing import Literal
 
-from pi_hindsight.redaction.names import Strength, secret_names
+from pi_hindsight.redaction.finder import OPERATOR, Names
+from pi_hindsight.redaction.names import Strength
 from pi_hindsight.redaction.source import Hit, Lines, Source
 from pi_hindsight.redaction.values import (
     is_code,
@@ -38,10 +41,13 @@ from pi_hindsight.redaction.values import (
 
 __all__ = ["find_assignments"]
 
-# After the name: an optional closing quote, the operator, blanks. Not ``==``, ``::``, ``=~``.
-_OPERATOR = re.compile(r"[\"'`]?[ \t]{0,16}(?::=|=>|=(?![=~])|\?:|:(?![:/]))[ \t]{0,16}")
 _BLANKS = re.compile(r"[ \t]{1,16}")
-_BARE = re.compile(r"[^\s\"'`,;)(\]}{&<>]{1,4096}+")
+_BARE_VALUE = r"[^\s\"'`,;)(\]}{&<>]{1,4096}+"
+_BARE = re.compile(_BARE_VALUE)
+_VALUE_REACH = 4098  # a quoted value of up to 4096 characters and its closing quote
+# OPERATOR with the operator proper as group 1, an empty group 2 where the value starts, and
+# what the value starts with: a quote (group 3) or a bare value (group 4): one match per name.
+_OPENING = re.compile(OPERATOR.replace("(?:", "(", 1) + rf"()(?:([\"'`])|({_BARE_VALUE}))?")
 _SHELL_VALUE = re.compile(r"[^\s\"'`]{1,4096}+")
 # A call wrapping a string literal: String::from("…"), SecretStr("…"), Secret.new('…')
 _CALL_LITERAL = re.compile(r"\([ \t]{0,16}([\"'])([^\"'\r\n]{1,1024})\1")
@@ -49,6 +55,7 @@ _CALL_LITERAL = re.compile(r"\([ \t]{0,16}([\"'])([^\"'\r\n]{1,1024})\1")
 _NAME_KEY = re.compile(r"(?:name|key)[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?\Z")
 # A type annotation between the name and the value: token: str = "…", apiKey: string = '…'
 _ANNOTATION = re.compile(r"[A-Za-z_][\w.\[\], |]{0,64}?[ \t]*=(?![=>])[ \t]*")
+_NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")  # _ANNOTATION's
 _VALUE_KEY = re.compile(r"value[\"']?[ \t]{0,4}[:=][ \t]{0,4}")
 _XML_TEXT = re.compile(r"[^<\r\n]{1,1024}+</")
 # What may precede the name on a line for the line to be a .env/YAML/shell/Dockerfile assignment.
@@ -88,16 +95,18 @@ class _Scan:
         self.text = text
         self.quotes = _Quotes(text)
         self._lines = Lines(text)
-        self._heads: dict[int, int] = {}  # line start -> where a name first on it would begin
+        # The line of the last query: its start, end, and where a name first on it would begin.
+        self._start, self._end, self._head = 0, -1, -1
 
     def line(self, name_start: int) -> tuple[bool, int]:
         """Whether the name stands first on its line (.env, YAML, shell), and the line's end."""
-        line_start, line_end = self._lines.bounds(name_start)
-        head = self._heads.get(line_start)
-        if head is None:
-            match = _LINE_HEAD.match(self.text, line_start, line_end)
-            head = self._heads[line_start] = line_start if match is None else match.end()
-        return head == name_start, line_end
+        if (
+            not self._start <= name_start <= self._end
+        ):  # (names come in order: rarely)  # not on the line of the last query
+            self._start, self._end = self._lines.bounds(name_start)
+            match = _LINE_HEAD.match(self.text, self._start, self._end)
+            self._head = self._start if match is None else match.end()
+        return self._head == name_start, self._end
 
 
 # Where a value stands: on a line of its own, quoted inline, bare inline (see the table above).
@@ -107,19 +116,25 @@ _Value = tuple[int, int, Place]
 
 def find_assignments(source: Source) -> Iterator[Hit]:
     text = source.text
-    scan = _Scan(text)
+    names = Names(source, "assignable")
     assigned: set[int] = set()  # names followed by an assignment: context.py skips them
     source.cache["assigned"] = assigned
+    scan = _Scan(text)
     resume = 0
-    for name_start, name_end, strength, by_previous_word in secret_names(source):
-        if name_start < resume or by_previous_word or strength == "vendor":
-            continue
-        finding, value_end = _assignment(scan, name_start, name_end, strength)
+    # The names inside a value are never looked at: the next one is asked for after it.
+    while (name := names.first(resume)) is not None:
+        name_start, name_end, strength, _ = name
+        finding, value_end = _assignment(scan, name_start, name_end, strength)  # type: ignore[arg-type]
         if value_end:
             assigned.add(name_start)
-        elif _after_name_key(source.lowered, name_start):
-            finding, value_end = _name_value(scan, name_end, strength)
-        resume = value_end
+        # name: DB_PASSWORD … value: … (the cheap test first: _name_value needs "value")
+        if (
+            not value_end
+            and text.find("value", name_end, name_end + 160) >= 0
+            and _after_name_key(source.lowered, name_start)
+        ):
+            finding, value_end = _name_value(scan, name_end, strength)  # type: ignore[arg-type]
+        resume = max(value_end, name_end)
         if finding is not None:
             yield finding
 
@@ -137,12 +152,18 @@ def _assignment(
 ) -> tuple[Hit | None, int]:
     """The finding for the name at [name_start, name_end), and where its value ends (0: none)."""
     text = scan.text
-    opening = _value_start(text, name_start, name_end)
+    opening = _opening(text, name_start, name_end)
     if opening is None:
         return None, 0
-    value_start, form = opening
+    value_start, form, bare_end = opening
     own_line, line_end = scan.line(name_start)
     own_line = own_line and form in ("=", ":")
+    if (
+        0 <= bare_end < value_start + _SHORTEST[strength]
+        and not own_line
+        and not text.startswith("(", bare_end)
+    ):
+        return None, bare_end  # too short to be a secret inline (see _MINIMUM)
     if form == "xml":
         match = _XML_TEXT.match(text, value_start, line_end)
         value: _Value | None = None if match is None else (value_start, match.end() - 2, "bare")
@@ -155,7 +176,7 @@ def _assignment(
     elif own_line:
         value, resume = _rest_of_line(text, value_start, line_end, shell=form == "=")
     else:
-        value, resume = _bare(text, value_start)
+        value, resume = _bare(text, value_start, bare_end)
     if value is None:
         return None, resume
     start, end, place = value
@@ -164,23 +185,29 @@ def _assignment(
     return (start, end, "env_assignment" if own_line else "secret_assignment"), end
 
 
-def _value_start(text: str, name_start: int, name_end: int) -> tuple[int, str] | None:
-    """Where the value after the name starts, and how it is introduced: ``=`` (exactly, as in
-    shell), ``:`` (any other operator), ``xml`` (``<password>…</``) or ``flag`` (``--token …``)."""
-    operator = _OPERATOR.match(text, name_end)
-    if operator is not None and operator.end() > name_end:
-        value_start = operator.end()
-        if operator.group().strip(" \t\"'`") == ":":
+def _opening(text: str, name_start: int, name_end: int) -> tuple[int, str, int] | None:
+    """Where the value after the name starts; how it is introduced: "=" (exactly, as in shell),
+    ":" (any other operator), "xml" (<password>…</) or "flag" (--token …); and where a bare value
+    starting there ends, when already matched (else -1)."""
+    opening = _OPENING.match(text, name_end)
+    if opening is not None:
+        operator, value_start = opening[1], opening.start(2)
+        if operator == ":" and text[value_start : value_start + 1] in _NAME_START:
             annotation = _ANNOTATION.match(text, value_start)
             if annotation is not None:
                 value_start = annotation.end()
-        return value_start, "=" if operator.group() == "=" else ":"
+        bare_end = opening.end(4) if value_start == opening.start(2) and opening[4] else -1
+        return (
+            value_start,
+            "=" if value_start == name_end + 1 and operator == "=" else ":",
+            bare_end,
+        )
     if name_start > 0 and text[name_start - 1] == "<" and text.startswith(">", name_end):
-        return name_end + 1, "xml"
+        return name_end + 1, "xml", -1
     if name_start >= 2 and text.startswith("--", name_start - 2):
         blanks = _BLANKS.match(text, name_end)
         if blanks is not None and not text.startswith("-", blanks.end()):
-            return blanks.end(), "flag"
+            return blanks.end(), "flag", -1
     return None
 
 
@@ -219,11 +246,13 @@ def _rest_of_line(
     return (value_start, end, "line"), end
 
 
-def _bare(text: str, value_start: int) -> tuple[_Value | None, int]:
-    match = _BARE.match(text, value_start)
-    if match is None:
-        return None, 0
-    end = match.end()
+def _bare(text: str, value_start: int, end: int = -1) -> tuple[_Value | None, int]:
+    """A value up to the next blank, quote or bracket (``end``: where it ends, when known)."""
+    if end < 0:
+        match = _BARE.match(text, value_start)
+        if match is None:
+            return None, 0
+        end = match.end()
     if not text.startswith("(", end):
         return (value_start, end, "bare"), end
     literal = _CALL_LITERAL.match(text, end)  # let secret = String::from("…")
@@ -239,8 +268,10 @@ def _name_value(scan: _Scan, name_end: int, strength: Strength) -> tuple[Hit | N
     if key is None:
         return None, 0
     start = key.end()
-    line_end = text.find("\n", start)
-    line_end = len(text) if line_end < 0 else line_end
+    # The line's end, looked for no further than a value can reach: a search to the end of a
+    # long line for every such name would be quadratic ("name: password value: x " * 40_000).
+    line_end = text.find("\n", start, start + _VALUE_REACH)
+    line_end = min(len(text), start + _VALUE_REACH) if line_end < 0 else line_end
     if start < len(text) and text[start] in "\"'":
         value, resume = _quoted(scan, start, line_end, own_line=False)
     else:
@@ -263,7 +294,21 @@ _MINIMUM: dict[tuple[str, str], int] = {
 }
 
 
+# The shortest bare inline value that can be a secret, by strength (random ones: 16).
+_SHORTEST = {"password": 6, "strong": 8, "weak": 16}
+
+
 def _is_secret(value: str, strength: Strength, place: Place) -> bool:
+    # Memoised for short values: adversarial text repeats the same assignment thousands of times.
+    return (
+        _judge(value, strength, place)
+        if len(value) <= 128
+        else _judge.__wrapped__(value, strength, place)
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _judge(value: str, strength: Strength, place: Place) -> bool:
     value = value.strip()
     if not value or is_not_a_secret(value) or (place == "line" and _is_line_reference(value)):
         return False

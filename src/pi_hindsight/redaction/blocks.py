@@ -14,8 +14,9 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import functools
 import re
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 
 from pi_hindsight.redaction.source import Hit, Source
 from pi_hindsight.redaction.values import is_not_a_secret
@@ -108,36 +109,50 @@ def find_kubernetes_secrets(source: Source) -> Iterator[Hit]:
         return
     documents = [match.start() for match in _DOCUMENT.finditer(text)]
     covered = 0
+    found: list[Hit] = []
     for data in _DATA.finditer(text):
         if data.start() < covered:
             continue
-        at = bisect.bisect_right(documents, data.start())
-        first = documents[at - 1] if at else 0
-        last = documents[at] if at < len(documents) else len(text) + 1
+        if documents:
+            at = bisect.bisect_right(documents, data.start())
+            first = documents[at - 1] if at else 0
+            last = documents[at] if at < len(documents) else len(text) + 1
+        else:
+            first, last = 0, len(text) + 1
         kind_at = bisect.bisect_left(kinds, first)
         if kind_at >= len(kinds) or kinds[kind_at] >= last:
             continue
-        covered = yield from _data_block(text, data.end(), len(data.group(1)))
+        covered = _data_block(text, data.end(), len(data.group(1)), found)
+    yield from found
 
 
-def _data_block(text: str, position: int, data_indent: int) -> Generator[Hit, None, int]:
-    """Findings for the entries of a data block starting at ``position``; returns where it ends."""
-    size = len(text)
+@functools.cache
+def _block(data_indent: int) -> re.Pattern[str]:
+    """The lines of a data block indented ``data_indent``: blank or comment lines, and lines
+    indented more (one match: the block's end)."""
+    return re.compile(
+        rf"(?:\n(?:[ \t]*+(?:#[^\n]*+)?\r?(?=\n|\Z)|[ \t]{{{data_indent + 1}}}[^\n]*+))*+"
+    )
+
+
+def _data_block(text: str, position: int, data_indent: int, found: list[Hit]) -> int:
+    """Adds the findings for the entries of a data block starting at ``position`` (its ``data:``
+    line's end) to ``found``; returns where the block ends."""
+    block = _block(data_indent).match(text, position)
+    end = position if block is None else block.end()  # (the pattern matches the empty string)
     entry_indent: int | None = None
-    while position < size:
+    while position < end:
         line_start = position + 1
-        line_end = text.find("\n", line_start)
-        line_end = size if line_end < 0 else line_end
+        line_end = text.find("\n", line_start, end)
+        line_end = end if line_end < 0 else line_end
         line = text[line_start:line_end].rstrip("\r")
         content = line.lstrip(" \t")
         indent = len(line) - len(content)
         if content and not content.startswith("#"):
-            if indent <= data_indent:
-                return line_start
             if entry_indent is None:
                 entry_indent = indent
             if indent > entry_indent:  # a line of a multi-line (|, >) value
-                yield (line_start + indent, line_start + len(line), "kubernetes_secret")
+                found.append((line_start + indent, line_start + len(line), "kubernetes_secret"))
             else:
                 entry = _ENTRY.match(line)
                 if entry is not None:
@@ -146,6 +161,6 @@ def _data_block(text: str, position: int, data_indent: int) -> Generator[Hit, No
                     if unquoted and not is_not_a_secret(unquoted):
                         offset = value.find(unquoted)
                         start = line_start + entry.end() + offset
-                        yield (start, start + len(unquoted), "kubernetes_secret")
+                        found.append((start, start + len(unquoted), "kubernetes_secret"))
         position = line_end
-    return size
+    return end + 1 if end < len(text) else len(text)

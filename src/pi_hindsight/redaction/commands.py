@@ -7,10 +7,11 @@ cheap character test, so they stay linear; each runs only when its trigger liter
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
-from pi_hindsight.redaction.source import Hit, Lines, Source
+from pi_hindsight.redaction.source import Hit, Source
 from pi_hindsight.redaction.values import is_not_a_secret, looks_random
 
 __all__ = [
@@ -32,9 +33,10 @@ _CURL_USER = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def _real_password(value: str) -> bool:
     """Three or more characters with a letter or digit, not only digits (a uid:gid, a port), not
-    a reference or placeholder."""
+    a reference or placeholder (memoised: repeated values cost one lookup)."""
     return (
         len(value) >= 3
         and not value.isdigit()
@@ -46,14 +48,12 @@ def _real_password(value: str) -> bool:
 def find_curl_users(source: Source) -> Iterator[Hit]:
     text = source.text
     for match in _CURL_USER.finditer(text):
-        for user_group in (1, 3, 5):
-            if match.group(user_group) is not None:
-                break
-        user, password = match.group(user_group), match.group(user_group + 1)
+        password_group = match.lastindex or 2  # 2, 4 or 6: whichever alternative matched
+        password = match.group(password_group)
         if _real_password(password):
-            yield (*match.span(user_group + 1), "basic_auth")
-        elif not password and looks_random(user, 16):  # curl -u sk_test_…: (a key as the user)
-            yield (*match.span(user_group), "basic_auth")
+            yield (*match.span(password_group), "basic_auth")
+        elif not password and looks_random(match.group(password_group - 1), 16):
+            yield (*match.span(password_group - 1), "basic_auth")  # curl -u sk_test_…: (a key)
 
 
 # auth=("user", "password"), HTTPBasicAuth("user", "password"), BasicAuth('u', 'p') (lowered)
@@ -82,23 +82,26 @@ CLI_TRIGGERS = ("mysql", "mariadb", "sshpass", " login")
 
 
 def find_cli_passwords(source: Source) -> Iterator[Hit]:
+    """``-p`` values on a line after its first command, each line scanned once from there."""
     text, lowered = source.text, source.lowered
-    for regex, spaced in ((_ATTACHED, False), (_SPACED, True)):
-        lines = Lines(text)
-        families: dict[int, tuple[int, bool]] = {}  # line start -> (where the command is, mysql?)
-        for match in regex.finditer(text):
-            line_start, line_end = lines.bounds(match.start())
-            family = families.get(line_start)
-            if family is None:
-                command = _CLI.search(lowered, line_start, line_end)
-                family = (-1, False) if command is None else (command.start(), bool(command[1]))
-                families[line_start] = family
-            where, mysql = family
-            if where < 0 or where > match.start() or (spaced and mysql):
-                continue
-            start, end = match.span(2)
-            if _real_password(text[start:end]):
-                yield (start, end, "cli_password")
+    size = len(text)
+    found: list[Hit] = []
+    position = 0
+    while (command := _CLI.search(lowered, position)) is not None:
+        where = command.start()
+        line_end = text.find("\n", where)
+        line_end = size if line_end < 0 else line_end
+        patterns = (_ATTACHED,) if command[1] else (_ATTACHED, _SPACED)  # mysql -p db prompts
+        for pattern in patterns:
+            spans = [match.span(2) for match in pattern.finditer(text, where, line_end)]
+            found.extend(
+                (start, end, "cli_password")
+                for start, end in spans
+                if _real_password(text[start:end])
+            )
+        position = line_end + 1
+    found.sort()  # the two patterns' findings, in order
+    return iter(found)
 
 
 _COOKIE = re.compile(r"(?:set-)?cookie[\"']?[ \t]{0,16}:[ \t]{0,16}([^\r\n\"']{1,4096}+)")

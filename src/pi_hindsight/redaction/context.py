@@ -21,9 +21,11 @@ a bounded number of times.
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Iterator
 
-from pi_hindsight.redaction.names import NOT_SECRET_KEYS, secret_names
+from pi_hindsight.redaction.finder import Names
+from pi_hindsight.redaction.names import NOT_SECRET_KEYS
 from pi_hindsight.redaction.source import Hit, Source
 from pi_hindsight.redaction.values import is_name_like, is_not_a_secret, looks_random, word_set
 
@@ -32,6 +34,11 @@ __all__ = ["find_by_context"]
 _WINDOW = 96
 # A token: starts after a character that is not part of a path, URL or assignment.
 _CANDIDATE = re.compile(r"[A-Za-z0-9+/_-](?<![A-Za-z0-9+/_.@:\\=-].)[A-Za-z0-9+/_-]{15}")
+# Token characters as 1, all others 0 (latin-1 with "replace" keeps one byte per character).
+_TOKEN_MASK = bytes(
+    1 if chr(byte) in string.ascii_letters + string.digits + "+/_-" else 0 for byte in range(256)
+)
+_SIXTEEN = b"\x01" * 16
 _RUN = re.compile(r"[A-Za-z0-9+/_-]{16,1024}+(?:={1,2}(?![A-Za-z0-9_]))?")
 _WORD = re.compile(r"[a-z0-9]+")
 _SENTENCE_END = re.compile(r"[.!?;][ \t\r\n]|\n[ \t]*\n")
@@ -74,21 +81,25 @@ _PROSE_PASSWORD = re.compile(
     r"(?:[ \t]{0,8}[:=]|[ \t]{1,8}(?:is|was|are|to|be|reads|of|now|set|reset|changed|updated|"
     r"still|just)(?=[ \t])){0,3}[ \t]{1,8}([`\"']?)([^\s`\"']{6,64}+)\1"
 )
+# How far _PROSE_PASSWORD can reach: 5 words of 8 + 20, 8 + 3, 3 connectors of 8 + 7, 8 + 66.
+_PROSE_REACH = 5 * 28 + 11 + 3 * 15 + 74
+_NOT_PROSE = re.compile(r"[^A-Za-z \t\r\n`\"']")
 _TECH_WORDS = word_set("base64 base32 utf8 sha1 sha256 sha512 md5 argon2 argon2id pbkdf2")
 
 
 def find_by_context(source: Source) -> Iterator[Hit]:
     yield from _paired(source)
     text, lowered = source.text, source.lowered
-    names = secret_names(source)
-    assigned = source.cache.get("assigned", set())
+    # The names a window starts after: not weak, not assigned a value (assignments.py judges it).
+    openers = Names(source, "openers")
+    everyone: Names | None = None  # all names, for the nearest one before a token
     scanned = 0  # everything before this has been scanned for tokens
-    index = 0
-    while index < len(names):
-        name_start, name_end, strength, _ = names[index]
-        index += 1
-        if name_end < scanned or strength == "weak" or name_start in assigned:  # type: ignore[operator]
-            continue
+    after = 0  # the names ending before this have been seen
+    # Each name asked for ends after the last one seen and after what was scanned: the names
+    # inside a scanned window are never looked at.
+    while (name := openers.first(max(after, scanned), by_end=True)) is not None:
+        name_start, name_end, strength, _ = name
+        after = name_end + 1
         if strength == "password":
             finding = _prose_password(text, name_end)
             if finding is not None:
@@ -99,18 +110,22 @@ def find_by_context(source: Source) -> Iterator[Hit]:
         start = max(name_end, scanned)
         if start >= window_end:
             continue
-        candidate = _CANDIDATE.search(text, start, min(len(text), window_end + 16))
-        if candidate is None or candidate.start() >= window_end:
+        candidate = _candidate(source, start, window_end)
+        if candidate is None:
             scanned = window_end
             continue
         token_start = candidate.start()
         token = _RUN.match(text, token_start)
         token_end = token.end() if token is not None else candidate.end()
         scanned = token_end
-        # The nearest secret name before the token is the one the gap is measured from.
-        while index < len(names) and names[index][1] <= token_start:
-            name_start, name_end = names[index][0], names[index][1]
-            index += 1
+        # The nearest secret name before the token (any, weak ones too) is the one the gap is
+        # measured from.
+        everyone = everyone or Names(source)
+        while (following := everyone.first(after, by_end=True)) is not None:
+            if following[1] > token_start:
+                break
+            name_start, name_end = following[0], following[1]
+            after = name_end + 1
         value = text[token_start:token_end]
         if not _gap_ok(lowered, name_start, name_end, value, token_start):
             continue
@@ -118,6 +133,20 @@ def find_by_context(source: Source) -> Iterator[Hit]:
             continue  # only "<tool> login <token>": "login succeeded for user <uuid>" stays
         if looks_random(value, 16) and not is_not_a_secret(value):
             yield (token_start, token_end, _vendor_kind(lowered, name_start, token_start))
+
+
+def _candidate(source: Source, start: int, window_end: int) -> re.Match[str] | None:
+    """The first candidate token starting in [start, window_end). A candidate has 16 token
+    characters in a row: where the window's mask of token characters has none (prose), no
+    pattern runs (it would try every word start)."""
+    text = source.text
+    end = min(len(text), window_end + 16)
+    mask = text[start:end].encode("latin-1", "replace").translate(_TOKEN_MASK)
+    at = mask.find(_SIXTEEN)
+    if at < 0 or start + at >= window_end:
+        return None
+    candidate = _CANDIDATE.search(text, start + at, end)
+    return None if candidate is None or candidate.start() >= window_end else candidate
 
 
 def _gap_ok(lowered: str, name_start: int, keyword_end: int, token: str, token_start: int) -> bool:
@@ -143,6 +172,10 @@ def _vendor_kind(lowered: str, name_start: int, token_start: int) -> str:
 
 
 def _prose_password(text: str, name_end: int) -> Hit | None:
+    # The value has a character that is not a letter, a blank or a quote (checked below): where
+    # none follows (prose: "the password policy requires …"), the pattern cannot match.
+    if _NOT_PROSE.search(text, name_end, name_end + _PROSE_REACH) is None:
+        return None
     match = _PROSE_PASSWORD.match(text, name_end)
     if match is None:
         return None

@@ -16,10 +16,9 @@ one of three strengths that the value rules in :mod:`.assignments` use:
 from __future__ import annotations
 
 import itertools
-import re
 from typing import Literal
 
-from pi_hindsight.redaction.source import NAME_CHARS, Source, name_around, name_parts
+from pi_hindsight.redaction.source import name_parts
 from pi_hindsight.redaction.values import word_set
 
 __all__ = [
@@ -30,7 +29,8 @@ __all__ = [
     "NameHit",
     "Strength",
     "name_strength",
-    "secret_names",
+    "prose_key",
+    "word_strength",
 ]
 
 Strength = Literal["password", "strong", "weak"]
@@ -184,75 +184,22 @@ def _qualified_key(parts: list[str]) -> bool:
     )
 
 
-_NAME_RUN = re.compile(r"[A-Za-z0-9_.-]++")
-_NAME_SET = frozenset(NAME_CHARS)
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
-_VENDOR_SET = frozenset(VENDOR_WORDS)
 
 
-def secret_names(source: Source) -> list[NameHit]:
-    """Every secret name in the text, in order, each once (shared by the detectors that need
-    them and computed once per text)."""
-    cached = source.cache.get("secret_names")
-    if cached is not None:
-        return cached  # type: ignore[return-value]
-    text, lowered = source.text, source.lowered
-    size = len(text)
-    # position * 32 + (31 - length): one sort of ints (cheaper than of tuples), longest first
-    occurrences = [
-        position * 32 + 31 - len(word)
-        for word in SECRET_WORDS
-        for position in source.occurrences(word)
-    ]
-    occurrences.sort()
-    hits: list[NameHit] = []
-    resume = 0
-    # Spans already found by the token and block detectors: a word inside a private key or a
-    # vendor token is not a name ("PRIVATE KEY", "…key…" in a random token).
-    covered = sorted((start, end) for start, end, _ in source.found)
-    covered_index, covered_end = 0, -1
-    for encoded in occurrences:
-        position, length = encoded >> 5, 31 - (encoded & 31)
-        while covered_index < len(covered) and covered[covered_index][0] <= position:
-            covered_end = max(covered_end, covered[covered_index][1])
-            covered_index += 1
-        if position < resume or position < covered_end:
-            continue
-        end = position + length
-        if (position == 0 or text[position - 1] not in _NAME_SET) and (
-            end == size or text[end] not in _NAME_SET
-        ):
-            start = position  # the word alone, the common case: no need to look around
-        else:
-            span = name_around(text, position, length)
-            if span is None:  # a run too long for a name: skip all of it
-                run = _NAME_RUN.match(text, position)
-                resume = run.end() if run is not None else end
-                continue
-            start, end = span
-        resume = end
-        if text.startswith("[REDACTED:", start - 10):
-            continue  # the kind in a marker of an earlier redaction
-        strength = name_strength(text[start:end])
-        if strength is not None:
-            hits.append((start, end, strength, False))
-        elif lowered[position : position + length] in _VENDOR_SET:
-            hits.append((start, end, "vendor", False))
-        elif end - start == 3 and lowered.startswith("key", start):
-            prose = _prose_key(text, lowered, start)
-            if prose is not None:
-                hits.append((start, end, prose, True))
-    source.cache["secret_names"] = hits
-    return hits
+def word_strength(word: str) -> Strength | None:
+    """What a secret word names when it stands alone (``token``, ``--token``, ``token.``)."""
+    return _strength(word)
 
 
-def _prose_key(text: str, lowered: str, start: int) -> Strength | Literal["vendor"] | None:
+def prose_key(text: str, lowered: str, start: int) -> Strength | Literal["vendor"] | None:
     """A bare "key": "the API key is …" (strong), "the key for … is …" (as after a vendor's
     name: a random token after it counts), "the cache key" (nothing)."""
     if start < 2 or text[start - 1] not in " \t" or lowered[start - 2] not in _LETTERS:
         return None
-    space = lowered.rfind(" ", max(0, start - 24), start - 1)
-    previous = lowered[space + 1 : start].strip()
+    low = max(0, start - 24)
+    space = lowered.rfind(" ", low, start - 1)
+    previous = lowered[space + 1 if space >= 0 else low : start].strip()
     if previous in KEY_QUALIFIERS:
         return "strong"
     return None if previous in NOT_SECRET_KEYS else "vendor"

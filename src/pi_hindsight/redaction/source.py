@@ -15,7 +15,7 @@ from functools import cached_property
 
 from pi_hindsight.redaction.values import ascii_lower
 
-__all__ = ["NAME_CHARS", "Finding", "Hit", "Lines", "Source", "name_around", "name_parts"]
+__all__ = ["NAME_CHARS", "NAME_MASK", "Finding", "Hit", "Lines", "Source", "name_parts"]
 
 
 @dataclass(frozen=True)
@@ -38,29 +38,13 @@ class Source:
     text: str
     found: list[Hit] = field(default_factory=list)
     cache: dict[str, object] = field(default_factory=dict)  # results shared between detectors
-    # Words the trigger pass found absent (case-insensitively): no need to search for them.
+    # Secret words (and finder.HINTS) the trigger pass found absent: no need to search for them.
     absent: frozenset[str] = frozenset()
-    _occurrences: dict[str, list[int]] = field(default_factory=dict)
 
     @cached_property
     def lowered(self) -> str:
         """The text with ASCII letters lowered; same length, so indices line up."""
         return ascii_lower(self.text)
-
-    def occurrences(self, word: str) -> list[int]:
-        """Start positions of ``word`` (lowercase) in the lowered text, non-overlapping."""
-        found = self._occurrences.get(word)
-        if found is None:
-            found = []
-            if word in self.absent:
-                return found
-            find, step = self.lowered.find, len(word)
-            position = find(word)
-            while position >= 0:
-                found.append(position)
-                position = find(word, position + step)
-            self._occurrences[word] = found
-        return found
 
 
 class Lines:
@@ -93,41 +77,12 @@ class Lines:
 
 # Characters of a key name: ``DB_PASSWORD``, ``spring.datasource.password``, ``x-api-key``.
 NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
-_NAME_LIMIT = 64  # characters either side of the secret word; longer runs are not key names
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SPLIT = re.compile(r"[_.\-]+")
-
-
-_NAME_SET = frozenset(NAME_CHARS)
-
-
-def name_around(text: str, position: int, length: int) -> tuple[int, int] | None:
-    """The span of the key name holding the word at ``position`` (``length`` characters), with
-    leading and trailing ``.``/``-`` dropped, or None when the run of name characters is too long
-    to be a name."""
-    start = position
-    if position > 0 and text[position - 1] in _NAME_SET:
-        left = text[max(0, position - _NAME_LIMIT) : position]
-        run = left[len(left.rstrip(NAME_CHARS)) :]
-        if (
-            len(run) == _NAME_LIMIT
-            and position > _NAME_LIMIT
-            and text[start - _NAME_LIMIT - 1] in _NAME_SET
-        ):
-            return None
-        start = position - len(run.lstrip(".-"))
-    end = word_end = position + length
-    if word_end < len(text) and text[word_end] in _NAME_SET:
-        right = text[word_end : word_end + _NAME_LIMIT]
-        run = right[: len(right) - len(right.lstrip(NAME_CHARS))]
-        if (
-            len(run) == _NAME_LIMIT
-            and word_end + _NAME_LIMIT < len(text)
-            and text[word_end + _NAME_LIMIT] in _NAME_SET
-        ):
-            return None
-        end = word_end + len(run.rstrip(".-"))
-    return start, end
+# Name characters stay, any other byte becomes NUL: one byte per character of
+# ``text.encode("latin-1", "replace")`` (which keeps one byte per code point, lone surrogates
+# included), so the bounds of a run of name characters are one C-level find away.
+NAME_MASK = bytes(byte if chr(byte) in NAME_CHARS else 0 for byte in range(256))
 
 
 def name_parts(name: str) -> list[str]:

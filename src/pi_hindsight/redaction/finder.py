@@ -1,0 +1,606 @@
+"""Where the secret names of a text are, found on demand by the detectors that read them.
+
+A detector goes through the names in order and skips ahead: :mod:`.assignments` to the end of
+each value, :mod:`.context` past each scanned window. Adversarial text can hold a secret word
+every few characters (``"pwd=" * 50_000``), so no step of Python is spent on a name no detector
+asks for. For each secret word present (the trigger pass says which), one pattern finds it where
+it is a name by itself (``token``, ``--token``, ``token.``: the common case) and another where it
+is part of a longer name (``DB_PASSWORD``); both start with the word as a literal, which ``re``
+scans for at C speed, and each search starts where the detector asks from, so the occurrences
+it skips are never looked at. A longer name is the run of name characters around the word
+(without leading or trailing ``.``/``-``), found with two searches in a byte mask of the text;
+a run longer than 160 characters is not a key name.
+
+Each detector has its own :class:`Names` (their positions advance independently); the runs
+found are shared through ``source.cache``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from pi_hindsight.redaction.names import (
+    SECRET_WORDS,
+    VENDOR_WORDS,
+    NameHit,
+    Strength,
+    name_strength,
+    prose_key,
+    word_strength,
+)
+from pi_hindsight.redaction.source import NAME_CHARS, Source
+
+__all__ = ["HINTS", "OPERATOR", "Names"]
+
+# Literals whose absence spares work (the trigger pass reports them, see Source.absent): "pw"
+# (a weak run can be a password only through a "pw" part) and "value" (name: DB_PASSWORD …
+# value: …, assignments.py's _name_value).
+HINTS = (("pw", True), ("value", False))
+
+# What follows a key name that is assigned a value: an optional closing quote, the operator,
+# blanks. Not ``==``, ``::``, ``=~``, ``://``. (assignments.py reads the value after it.)
+OPERATOR = r"[\"'`]?[ \t]{0,16}(?::=|=>|=(?![=~])|\?:|:(?![:/]))[ \t]{0,16}"
+
+_NAME_SET = frozenset(NAME_CHARS)
+_NAME_LOWER = "abcdefghijklmnopqrstuvwxyz0123456789_.-"  # name characters of the lowered text
+_NAME_RUN = re.compile(r"[a-z0-9_.-]++")
+_VENDORS = frozenset(VENDOR_WORDS)
+_VENDOR = re.compile("|".join(VENDOR_WORDS))
+_WEAK_WORDS = frozenset(word for word in SECRET_WORDS if word_strength(word) == "weak")
+_ASSIGNABLE = frozenset(("password", "strong", "weak"))
+_MARKER_LOWERED = "[redacted:"
+# A marker of an earlier redaction (in the lowered text), cut short too: its kind is no name.
+_MARKERS = re.compile(r"\[redacted:[a-z0-9_]{0,64}\]?")
+_RUN_LIMIT = 160  # longer runs of name characters are not key names
+_NONE = 1 << 62  # the start of a search's next match when there is none
+
+View = Literal["all", "assignable", "openers"]
+
+
+# After a name: an operator and an empty quoted value (""). Such a name is assigned nothing
+# that could be a secret: assignments.py need not look at it, and context.py leaves it alone.
+_EMPTY_QUOTES = r"(?:\"\"|''|``)"
+_EMPTY = OPERATOR + _EMPTY_QUOTES
+_XML_VALUE = r">[^<\r\n]{1,1024}+</"  # assignments.py's _XML_TEXT after ">"
+_FLAG_VALUE = r"[ \t]{1,16}+[^\s-]"  # --token <value>
+_SITE_AFTER = re.compile(rf"{OPERATOR}+(?!{_EMPTY_QUOTES})|{_XML_VALUE}")
+_EMPTY_AT = re.compile(_EMPTY)
+_NAME_KEY_END = re.compile(r"[:=][ \t]{0,4}[\"']?\Z")
+
+
+@dataclass(frozen=True)
+class _Word:
+    """A secret word's patterns (see _patterns) and what it names when it stands alone."""
+
+    simple: re.Pattern[str]
+    assignable: re.Pattern[str]
+    assignable_or_key: re.Pattern[str]
+    unassigned: re.Pattern[str]
+    inside: re.Pattern[str]
+    strength: Strength | Literal["vendor"] | None
+
+
+def _patterns(word: str, *, pw: bool = False) -> _Word:
+    """Patterns for the lowered text, each starting with ``word`` with its lookbehinds after it:
+
+    - *simple* occurrences, where the name is the word itself (nothing but up to two ``.``/``-``
+      between it and other text);
+    - of those, the ones that may be assigned a value (all :mod:`.assignments` needs: a
+      superset, it checks each): an operator and no ``""`` after it, ``<token>text</``,
+      ``--token <value>``; in a text with "value" in it, also those with ``:`` / ``=`` before
+      them, up to four blanks and a quote between (the end of its ``_NAME_KEY``);
+    - of the simple ones, those not assigned ``""``, for :mod:`.context`;
+    - all other occurrences, inside a longer name.
+
+    Where a longer secret word starts (``password`` for ``pass``), only the longer one counts.
+    ``pw``: for a text with "pw" in it (see not_english).
+    """
+    literal = re.escape(word)
+    longer = [rest[len(word) :] for rest in SECRET_WORDS if rest != word and rest.startswith(word)]
+    not_longer = f"(?!{'|'.join(map(re.escape, longer))})" if longer else ""
+    other = r"[^a-z0-9_.-]"
+    left = rf"(?:(?<![a-z0-9_.-]{literal})|(?<={other}[.-]{literal})|(?<={other}[.-][.-]{literal}))"
+    right = rf"[.-]{{0,2}}(?:{other}|\Z)"
+    # "auth" in "authorization", "authentication" is part of a longer word, not a secret part:
+    # such a run is a name only through another secret word or a "pw" part (for a text with
+    # "pw" in it, Names takes the patterns without this).
+    not_english = "(?!oriz|entic)" if word == "auth" and not pw else ""
+    inside_pattern = (
+        rf"{literal}{not_longer}{not_english}(?:(?<=[a-z0-9_.-]{literal})"
+        rf"(?<!{other}[.-]{literal})(?<!{other}[.-][.-]{literal})|(?!{right}))"
+    )
+    inside = re.compile(inside_pattern)
+    strength = word_strength(word) or ("vendor" if word in _VENDORS else None)
+    if word == "key":
+        # A bare "key" is a name only in prose, after a word and a blank ("the API key").
+        prose = re.compile(rf"key(?<=[a-z][ \t]key)(?={right})")
+        return _Word(prose, prose, prose, prose, inside, strength)
+    simple = rf"{literal}{not_longer}{left}(?={right})"
+    # First on its line (assignments.py's _LINE_HEAD: blanks, export/set/…/readonly and blanks,
+    # "- ", "$env:", "$", a quote), a name takes the rest of the line as its value; elsewhere
+    # only a quote or a bare value. These four lookbehinds hold where it may be first: no other
+    # character, or blanks after one that cannot end a _LINE_HEAD keyword, stands before it.
+    keyword_end = r"[^ \t\ntxvgely-]"
+    first_on_line = (
+        rf"(?<![^ \t\n\"'$:]{literal})(?<![^ \t\n$:][\"']{literal})"
+        rf"(?<!{keyword_end}[ \t]{literal})(?<!{keyword_end}[ \t][\"']{literal})"
+    )
+    site = (
+        rf"{first_on_line}(?={OPERATOR}+(?!{_EMPTY_QUOTES}))",  # (blanks possessive)
+        rf"(?={OPERATOR}+(?!{_EMPTY_QUOTES})(?:[\"'`]|[^\s\"'`,;)(\]}}{{&<>]))",
+        rf"(?<=<{literal})(?={_XML_VALUE})",
+        rf"(?<=--{literal})(?={_FLAG_VALUE})",
+    )
+    name_key = tuple(
+        rf"(?<=[:=][ \t]{{{count}}}{quote}{literal})"
+        for count in range(5)
+        for quote in ("", "[\"']")
+    )
+    return _Word(
+        re.compile(simple),
+        re.compile(rf"{simple}(?:{'|'.join(site)})"),
+        re.compile(rf"{simple}(?:{'|'.join((*site, *name_key))})"),
+        re.compile(rf"{simple}(?!{_EMPTY})"),
+        inside,
+        strength,
+    )
+
+
+_WORDS = {word: _patterns(word) for word in SECRET_WORDS}
+_AUTH_WITH_PW = _patterns("auth", pw=True)
+
+
+class Names:
+    """The secret names of a text in order, asked for from increasing positions.
+
+    ``view``: ``all`` of them; the ``assignable`` ones, a superset of those :mod:`.assignments`
+    takes; the ``openers`` of a window for :mod:`.context` (not weak, not assigned a value).
+    """
+
+    def __init__(self, source: Source, view: View = "all", *, lazy: bool = False) -> None:
+        """``lazy``: search for the names even where each secret word occurs at most _FEW times
+        (which lists them all at once, see _listed; for tests: both ways find the same)."""
+        assigned: set[int] = source.cache.get("assigned", set())  # type: ignore[assignment]
+        present, pw, values = _present(source)
+        self._listed: list[NameHit] | None = None
+        if not lazy and all(_occurring(source, word)[1] is not None for word, _ in present):
+            self._listed = _listed(source, view)
+            self._starts = [name[0] for name in self._listed]
+            self._ends = [name[1] for name in self._listed]
+            return
+        # A run of weak words only ("_auth") is weak unless it has a "pw" part ("auth_pw").
+        weak_runs = view != "openers" or pw
+        self._simple: list[_Search] = []
+        inside: list[tuple[re.Pattern[str], str]] = []
+        for word, patterns in present:
+            strength = patterns.strength
+            if weak_runs or word not in _WEAK_WORDS:
+                inside.append((patterns.inside, word))
+            if view == "assignable":
+                if strength in _ASSIGNABLE:
+                    # name: DB_PASSWORD … value: … needs "value" in the text (_name_value)
+                    pattern = patterns.assignable_or_key if values else patterns.assignable
+                    self._simple.append(_Search(source, pattern, word, strength))
+            elif view == "all":
+                self._simple.append(
+                    _Search(source, patterns.simple, word, strength, strength is None)
+                )
+            elif strength != "weak":
+                skip = None if strength is None else assigned  # (prose keys are never assigned)
+                self._simple.append(
+                    _Search(source, patterns.unassigned, word, strength, strength is None, skip)
+                )
+        self._runs = _Runs(source, inside, view, assigned)
+
+    def first(self, position: int, *, by_end: bool = False) -> NameHit | None:
+        """The first name starting at or after ``position`` (``by_end``: ending at or after it)."""
+        if self._listed is not None:
+            at = bisect.bisect_left(self._ends if by_end else self._starts, position)
+            return self._listed[at] if at < len(self._listed) else None
+        runs = self._runs
+        if not runs.active and len(self._simple) == 1:  # one word, the usual adversarial case
+            search = self._simple[0]
+            at = max(0, position - search.length if by_end else position)
+            if search.searched <= at <= search.start:
+                start = search.start
+            elif search.plain and at <= search.last:  # _Search.at inline (runs once per name)
+                match = search.pattern.search(search.lowered, at, search.endpos)
+                start = _NONE if match is None else match.start()
+                search.searched, search.start = at, start
+            else:
+                start = search.at(at)
+            if start == _NONE:
+                return None
+            return (start, start + search.length, search.strength, search.prose)  # type: ignore[return-value]
+        best = runs.first(position, by_end) if runs.active else None
+        best_start = _NONE if best is None else best[0]
+        best_search = None
+        for search in self._simple:
+            at = position - search.length if by_end else position
+            # (the cursor's last answer holds while the position does not pass it)
+            start = search.start if search.searched <= at <= search.start else search.at(at)
+            if start < best_start:
+                best_start, best_search = start, search
+        if best_search is not None:
+            return (
+                best_start,
+                best_start + best_search.length,
+                best_search.strength,
+                best_search.prose,
+            )  # type: ignore[return-value]
+        if self._simple and self._simple[-1].start == _NONE:  # words with no more names
+            self._simple = [search for search in self._simple if search.start != _NONE]
+        return best
+
+
+class _Search:
+    """The matches of one word's pattern, asked for from increasing positions. A word that
+    occurs often is searched for from where it is asked (the occurrences skipped over are never
+    looked at); one that occurs a few times is matched at each of its occurrences (found once
+    per text for all patterns: a search that finds nothing would scan to the end of the text)."""
+
+    __slots__ = (
+        "_occurrences", "_skip", "_source", "endpos", "last", "length", "lowered", "pattern",
+        "plain", "prose", "searched", "start", "strength",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        source: Source,
+        pattern: re.Pattern[str],
+        word: str,
+        strength: Strength | Literal["vendor"] | None,
+        prose: bool = False,
+        skip: set[int] | None = None,
+    ) -> None:
+        """``prose``: the word is "key", a name only by the word before it; ``skip``: starts of
+        matches that are not names for this view."""
+        self._source, self.pattern, self.strength, self.prose, self._skip = (
+            source, pattern, strength, prose, skip,
+        )  # fmt: skip
+        self.lowered, self._occurrences, self.last, self.endpos = _occurring(source, word)
+        self.length = len(word)
+        self.searched = self.start = -1  # the last search began at searched and found start
+        self.plain = not prose and not skip and self._occurrences is None  # (see Names.first)
+
+    def at(self, position: int) -> int:
+        """The start of the first match at or after ``position`` that is a name (_NONE: none)."""
+        if self.searched <= position <= self.start:
+            return self.start
+        self.searched = max(0, position)
+        self.start = _NONE
+        occurrences = self._occurrences
+        if occurrences is not None:
+            for at in occurrences[bisect.bisect_left(occurrences, position) :]:
+                match = self.pattern.match(self.lowered, at, self.endpos)
+                if match is not None and self._accept(at):
+                    self.start = at
+                    break
+        elif position <= self.last:
+            match = self.pattern.search(self.lowered, self.searched, self.endpos)
+            while match is not None and not self._accept(match.start()):
+                match = self.pattern.search(self.lowered, match.end(), self.endpos)
+            if match is not None:
+                self.start = match.start()
+        return self.start
+
+    def _accept(self, start: int) -> bool:
+        if self.prose:  # "the API key": strong, "the key for …": as after a vendor's name
+            source = self._source
+            self.strength = prose_key(source.text, source.lowered, start)
+            return self.strength is not None
+        return self._skip is None or start not in self._skip
+
+
+class _Runs:
+    """The names longer than their secret word, run by run from increasing positions."""
+
+    def __init__(
+        self,
+        source: Source,
+        patterns: list[tuple[re.Pattern[str], str]],
+        view: View,
+        assigned: set[int],
+    ) -> None:
+        self._source, self._view, self._assigned = source, view, assigned
+        source.cache.setdefault("runs", {})
+        source.cache.setdefault("run_names", {})
+        self._searches = [_Search(source, pattern, word, None) for pattern, word in patterns]
+        self._name: NameHit | None = None  # the last name found
+        self._searched = 0 if patterns else _NONE  # the runs before this have been looked at
+        self.active = bool(patterns)  # whether a name can still be found or returned again
+
+    def first(self, position: int, by_end: bool) -> NameHit | None:
+        name = self._name
+        if name is not None and (name[1] if by_end else name[0]) >= position:
+            return name  # (positions asked for do not decrease)
+        if self._searched == _NONE:
+            return None
+        source = self._source
+        start = self._from(position) if by_end else max(self._searched, position)
+        while True:
+            occurrence = self._next(start)
+            if occurrence == _NONE:
+                self._name, self._searched, self.active = None, _NONE, False
+                return None
+            run_start, run_stop, self._searched = _run(source, occurrence)
+            start = self._searched
+            if run_start < 0:
+                continue  # too long to be a key name
+            if self._view == "assignable" and not _may_assign(source, run_start, run_stop):
+                continue
+            name = _name(source, run_start, run_stop)
+            if (
+                name is not None
+                and self._takes(name)
+                and (name[1] if by_end else name[0]) >= position
+            ):
+                self._name = name
+                return name
+
+    def _from(self, position: int) -> int:
+        """Where to look for a run ending at or after ``position``: the run holding the
+        character before it may end after it."""
+        start = max(self._searched, position)
+        text = self._source.text
+        if 0 < start <= len(text) and text[start - 1] in _NAME_SET:
+            before = _run_start(_searchable(self._source), start)
+            if before >= 0:
+                start = max(self._searched, before)
+        return start
+
+    def _next(self, start: int) -> int:
+        """The first occurrence of a secret word inside a longer name at or after ``start``."""
+        occurrence = _NONE
+        exhausted = False
+        for search in self._searches:
+            found = search.start if search.searched <= start <= search.start else search.at(start)
+            if found < occurrence:
+                occurrence = found
+            elif found == _NONE:
+                exhausted = True
+        if exhausted:  # words with no more occurrences: not searched again
+            self._searches = [search for search in self._searches if search.start != _NONE]
+        return occurrence
+
+    def _takes(self, name: NameHit) -> bool:
+        if self._view == "assignable":
+            return name[2] in _ASSIGNABLE and not name[3]
+        if self._view == "openers":
+            return (
+                name[2] != "weak"
+                and name[0] not in self._assigned
+                and _EMPTY_AT.match(self._source.lowered, name[1]) is None
+            )
+        return True
+
+
+# Secret words that begin longer ones ("pass" is found in every "password"), and the rest of
+# the longer ones.
+_PREFIXES = {
+    word: tuple(
+        other[len(word) :] for other in SECRET_WORDS if other != word and other.startswith(word)
+    )
+    for word in SECRET_WORDS
+}
+
+
+def _present(source: Source) -> tuple[list[tuple[str, _Word]], bool, bool]:
+    """The secret words in the text with their patterns (the trigger pass says which; not those
+    found only as the start of a longer one: "pass" in "password"), whether "pw" occurs, and
+    whether "value" does. Computed once per text."""
+    cached = source.cache.get("present")
+    if cached is None:
+        absent = set(source.absent)
+        for word, rests in _PREFIXES.items():
+            if rests and word not in absent:
+                searchable, occurrences = _occurring(source, word)[:2]
+                startswith, length = searchable.startswith, len(word)
+                if occurrences is None:  # many: count them (no longer word overlaps another)
+                    longer = sum(searchable.count(word + rest) for rest in rests)
+                    if searchable.count(word) == longer:
+                        absent.add(word)
+                elif all(startswith(rests, at + length) for at in occurrences):
+                    absent.add(word)
+        pw = "pw" not in absent
+        words = [
+            (word, _AUTH_WITH_PW if word == "auth" and pw else patterns)
+            for word, patterns in _WORDS.items()
+            if word not in absent
+        ]
+        cached = source.cache["present"] = (words, pw, "value" not in absent)
+    return cached  # type: ignore[return-value]
+
+
+# The most any pattern reads after the word it starts with (_XML_VALUE: 1024 and a little).
+_LOOKAHEAD = 1100
+_FEW = 64  # a word occurring at most this often is matched at each occurrence (see _Search)
+_LITERALS = {word: re.compile(re.escape(word)) for word in SECRET_WORDS}
+
+
+def _occurring(source: Source, word: str) -> tuple[str, list[int] | None, int, int]:
+    """Where ``word`` occurs in the searchable text: the text; its occurrences if there are at
+    most _FEW (else None: it is searched for); the last occurrence (-1: none), after which no
+    search needs to run; and how far a search needs to read (the patterns' lookaheads after the
+    last occurrence). Computed once per text and word."""
+    cache: dict[str, tuple[str, list[int] | None, int, int]] = source.cache.setdefault(
+        "occurring", {}
+    )  # type: ignore[assignment]
+    known = cache.get(word)
+    if known is None:
+        lowered = _searchable(source)
+        matches = itertools.islice(_LITERALS[word].finditer(lowered), _FEW + 1)
+        occurrences: list[int] | None = [match.start() for match in matches]
+        if len(occurrences) > _FEW:  # type: ignore[arg-type]
+            occurrences = None  # many
+            last = lowered.rfind(word)
+        else:
+            last = occurrences[-1] if occurrences else -1
+        endpos = min(len(lowered), last + len(word) + _LOOKAHEAD)
+        known = cache[word] = (lowered, occurrences, last, endpos)
+    return known
+
+
+def _listed(source: Source, view: View) -> list[NameHit]:
+    """The names of ``view`` in a text where each secret word occurs at most _FEW times: the
+    same as searching for them (a test checks), at less cost for a few names."""
+    present, _, values = _present(source)
+    words = dict(present)
+    searchable = _searchable(source)
+    assigned: set[int] = source.cache.get("assigned", set())  # type: ignore[assignment]
+    listed = []
+    for name, word, run_start, run_stop in _entries(source):
+        start, end, strength, prose = name
+        if view == "all":
+            listed.append(name)
+        elif word:  # the word by itself
+            patterns = words[word]
+            if view == "assignable":
+                pattern = patterns.assignable_or_key if values else patterns.assignable
+                if strength in _ASSIGNABLE and not prose and pattern.match(searchable, start):
+                    listed.append(name)
+            elif (
+                strength != "weak"
+                and patterns.unassigned.match(searchable, start)
+                and (prose or start not in assigned)
+            ):
+                listed.append(name)
+        elif view == "assignable":
+            if strength in _ASSIGNABLE and not prose and _may_assign(source, run_start, run_stop):
+                listed.append(name)
+        elif strength != "weak" and start not in assigned and not _EMPTY_AT.match(searchable, end):
+            listed.append(name)
+    return listed
+
+
+def _entries(
+    source: Source,
+) -> list[tuple[NameHit, str, int, int]]:
+    """Every name of a text where each secret word occurs at most _FEW times, in order: the
+    name, its word when it is the word by itself (else ""), and the bounds of its run."""
+    cached = source.cache.get("entries")
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    source.cache.setdefault("runs", {})
+    source.cache.setdefault("run_names", {})
+    entries: list[tuple[NameHit, str, int, int]] = []
+    runs: set[int] = set()
+    for word, patterns in _present(source)[0]:
+        searchable, occurrences, _, endpos = _occurring(source, word)
+        for at in occurrences or ():
+            end = at + len(word)
+            if patterns.simple.match(searchable, at, endpos):
+                if patterns.strength is not None:
+                    entries.append(((at, end, patterns.strength, False), word, at, end))
+                elif (prose := prose_key(source.text, source.lowered, at)) is not None:
+                    entries.append(((at, end, prose, True), word, at, end))
+            elif patterns.inside.match(searchable, at, endpos):
+                run_start, run_stop, _ = _run(source, at)
+                if run_start >= 0 and run_start not in runs:
+                    runs.add(run_start)
+                    name = _name(source, run_start, run_stop)
+                    if name is not None:
+                        entries.append((name, "", run_start, run_stop))
+    entries.sort()
+    source.cache["entries"] = entries
+    return entries
+
+
+def _may_assign(source: Source, start: int, stop: int) -> bool:
+    """Whether the run at [start, stop) may be a name assigned a value (a superset of what the
+    simple patterns' sites say, checked before the run's name is worked out)."""
+    lowered = source.lowered
+    if _SITE_AFTER.match(lowered, stop) is not None:
+        return True
+    if lowered.startswith("-", start):
+        return True  # --token <value> (the run holds the leading dashes)
+    # name: DB_PASSWORD … value: … (assignments.py's _name_value looks for "value" this far)
+    if source.text.find("value", stop, stop + 160) < 0:
+        return False
+    return _NAME_KEY_END.search(lowered, max(0, start - 6), start) is not None
+
+
+def _run(source: Source, occurrence: int) -> tuple[int, int, int]:
+    """The run of name characters holding the secret word at ``occurrence``: its start and end,
+    and where to look for the next run (start -1: longer than 160 characters, no key name).
+    Memoised per text: the detectors share the runs."""
+    runs: dict[int, tuple[int, int, int]] = source.cache["runs"]  # type: ignore[assignment]
+    lowered = _searchable(source)
+    start = _run_start(lowered, occurrence)
+    known = runs.get(start)
+    if known is not None and known[2] > occurrence:
+        return known
+    right = lowered[occurrence : occurrence + _RUN_LIMIT + 1]
+    stop = occurrence + len(right) - len(right.lstrip(_NAME_LOWER))
+    if start < 0 or stop - start > _RUN_LIMIT:
+        end = _NAME_RUN.match(lowered, occurrence)  # skip all of a run too long to be a name
+        resolved = (-1, -1, occurrence + 1 if end is None else end.end())
+    else:
+        resolved = (start, stop, stop)
+    runs[start] = resolved
+    return resolved
+
+
+def _run_start(lowered: str, position: int) -> int:
+    """Where the run of name characters ending at ``position`` starts (-1: more than 160
+    characters before it)."""
+    low = max(0, position - _RUN_LIMIT - 1)
+    left = lowered[low:position]
+    start = position - (len(left) - len(left.rstrip(_NAME_LOWER)))
+    return -1 if start == low and low > 0 else start
+
+
+def _name(source: Source, start: int, stop: int) -> NameHit | None:
+    """The name the run at [start, stop) is (None: no secret name). Memoised per text."""
+    names: dict[int, NameHit | None] = source.cache["run_names"]  # type: ignore[assignment]
+    if start in names:
+        return names[start]
+    name = names[start] = _run_name(source, start, stop)
+    return name
+
+
+def _run_name(source: Source, start: int, stop: int) -> NameHit | None:
+    text, lowered = source.text, source.lowered
+    if text[start] in ".-":
+        start = stop - len(text[start:stop].lstrip(".-"))
+    if text[stop - 1] in ".-":
+        stop = start + len(text[start:stop].rstrip(".-"))
+    strength = name_strength(text[start:stop])
+    if strength is not None:
+        return (start, stop, strength, False)
+    if _VENDOR.search(lowered, start, stop) is not None:
+        return (start, stop, "vendor", False)  # mailgun.client(…): a token may follow
+    if stop - start == 3 and lowered.startswith("key", start):
+        prose = prose_key(text, lowered, start)
+        if prose is not None:
+            return (start, stop, prose, True)
+    return None
+
+
+def _searchable(source: Source) -> str:
+    """The lowered text with the spans the token and block detectors found (a word inside a
+    private key or a vendor token is not a name: "PRIVATE KEY", "…key…" in a token) and the
+    markers of an earlier redaction blanked out with NUL. Fixed when first asked, before the
+    detectors that read names add their findings (those must not hide names)."""
+    cached = source.cache.get("searchable")
+    if cached is None:
+        lowered = source.lowered
+        spans = sorted((start, end) for start, end, _ in source.found)
+        if _MARKER_LOWERED in lowered:
+            spans = sorted((*spans, *(match.span() for match in _MARKERS.finditer(lowered))))
+        if spans:
+            parts: list[str] = []
+            cursor = 0
+            for span_start, end in spans:
+                if end > cursor:
+                    start = max(span_start, cursor)
+                    parts += (lowered[cursor:start], "\0" * (end - start))
+                    cursor = end
+            parts.append(lowered[cursor:])
+            lowered = "".join(parts)
+        cached = source.cache["searchable"] = lowered
+    return cached  # type: ignore[return-value]
