@@ -1,0 +1,114 @@
+"""Where the daemon listens, and the checks that keep it owner-only. Standard library only: the
+hook client imports this on every event.
+
+One daemon per user, state directory and configuring environment: the socket's name carries a
+checksum of the state directory and of the ``HINDSIGHT_*`` / ``PI_HINDSIGHT_*`` variables, so a
+session started with another server or profile never talks to a daemon configured otherwise.
+Sockets live in a short private directory (a unix socket path is limited to ~100 bytes, too
+little for a state dir under a deep home): ``$XDG_RUNTIME_DIR/pi-hindsight`` when that is set,
+else ``/tmp/pi-hindsight-<uid>``, which must be a real directory, ours, and 0700 — anything else
+is refused, never used.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+PROTOCOL = 1
+# One request or answer line. A hook payload is bounded first (MAX_PAYLOAD_BYTES); tool results
+# and contexts are far smaller.
+MAX_LINE_BYTES = 16 << 20
+MAX_PAYLOAD_BYTES = 8 << 20
+STATE_DIR_ENV = "PI_HINDSIGHT_STATE_DIR"
+AGENT_DIR_ENV = "PI_CODING_AGENT_DIR"
+IDLE_ENV = "PI_HINDSIGHT_DAEMON_IDLE_S"
+_CONFIG_PREFIXES = ("HINDSIGHT_", "PI_HINDSIGHT_")
+# Variables that name no configuration (the daemon's own knobs) are not part of its identity.
+_NOT_CONFIG = frozenset({IDLE_ENV})
+
+
+class RuntimeDirError(Exception):
+    """The socket directory is not safe to use; the message says why and how to fix it."""
+
+
+def state_dir(env: Mapping[str, str]) -> Path:
+    """The state directory, by the same rule as ``pi_hindsight.paths`` (kept import-free)."""
+    configured = env.get(STATE_DIR_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    agent = env.get(AGENT_DIR_ENV)
+    base = Path(agent).expanduser() if agent else Path.home() / ".pi" / "agent"
+    return base / "hindsight"
+
+
+def runtime_dir(env: Mapping[str, str]) -> Path:
+    xdg = env.get("XDG_RUNTIME_DIR")
+    if xdg and Path(xdg).is_absolute() and Path(xdg).is_dir():
+        return Path(xdg) / "pi-hindsight"
+    return Path("/tmp") / f"pi-hindsight-{os.getuid()}"  # noqa: S108 - checked: ours, 0700
+
+
+def daemon_key(state: Path, env: Mapping[str, str]) -> str:
+    """What one daemon serves: the state dir and the configuring variables (values included,
+    so a changed server URL or key starts a daemon of its own; only a checksum is shown)."""
+    configured = sorted(
+        (name, value)
+        for name, value in env.items()
+        if name.startswith(_CONFIG_PREFIXES) and name not in _NOT_CONFIG
+    )
+    parts = [str(state), *(f"{name}={value}" for name, value in configured)]
+    return "\0".join(parts)
+
+
+@dataclass(frozen=True)
+class Address:
+    directory: Path
+    key: str  # the daemon's identity (daemon_key); the daemon checks it on every request
+
+    @property
+    def name(self) -> str:
+        checksum = zlib.crc32(self.key.encode("utf-8", "surrogateescape")) & 0xFFFFFFFF
+        return f"cc-{checksum:08x}"
+
+    @property
+    def socket(self) -> Path:
+        return self.directory / f"{self.name}.sock"
+
+    @property
+    def lock(self) -> Path:
+        return self.directory / f"{self.name}.lock"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.directory / f"{self.name}.pid"
+
+
+def address(env: Mapping[str, str]) -> Address:
+    state = state_dir(env)
+    return Address(runtime_dir(env), daemon_key(state, env))
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create ``path`` 0700 if missing; refuse it unless it is a real directory owned by this
+    user with no group or other permissions (then a socket in it is reachable by us alone)."""
+    try:
+        path.mkdir(mode=0o700, parents=False, exist_ok=True)
+    except FileNotFoundError:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, exist_ok=True)
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise RuntimeDirError(f"{path} is not a directory; remove it so a private one is made")
+    if info.st_uid != os.getuid():
+        raise RuntimeDirError(
+            f"{path} belongs to another user (uid {info.st_uid}); remove it, or set "
+            "XDG_RUNTIME_DIR to a private directory"
+        )
+    if info.st_mode & 0o077:
+        path.chmod(0o700)  # ours: make it private rather than refuse
+    return path
