@@ -5,6 +5,8 @@
   when there is none (or only npm's placeholder, when install scripts were skipped).
 - ``claude_env(home, standin)``: the environment to run it with: an isolated ``HOME``,
   ``ANTHROPIC_BASE_URL`` at the stand-in, no telemetry, updates or other traffic.
+- ``hook_env`` (fixture): the environment hooks run with, for this test's state dir; the daemon
+  its hooks start is stopped at teardown (killed if it does not stop).
 - ``claude_world`` (fixture): a Claude Code home set up by ``pi-hindsight setup --host
   claude-code`` (hooks, the MCP server, the register command), our state dir configured for the
   session's Hindsight server and a fresh bank — the same state dir ``pi_world`` uses, so a test
@@ -26,6 +28,7 @@ from typing import Any
 import pytest
 
 from tests.agent_models import AgentStandIn
+from tests.claude_code_support import daemon_pid, stop_daemon, wait_gone
 
 CLAUDE_BIN_ENV = "CLAUDE_BIN"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -197,3 +200,17 @@ def claude_world(
         yield world
     finally:
         world.stop_daemon()
+
+
+@pytest.fixture
+def hook_env(isolated_dirs: Path) -> Iterator[dict[str, str]]:
+    """The environment hooks run with (this test's state dir); its daemon is stopped after."""
+    env = dict(os.environ)
+    env["PI_HINDSIGHT_STATE_DIR"] = str(isolated_dirs)
+    env["PI_HINDSIGHT_DAEMON_IDLE_S"] = "120"
+    isolated_dirs.mkdir(parents=True, exist_ok=True)
+    yield env
+    pid = daemon_pid(env)
+    stop_daemon(env)
+    if pid is not None and not wait_gone(pid, 15):
+        os.kill(pid, 9)

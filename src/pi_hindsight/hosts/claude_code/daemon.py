@@ -85,7 +85,7 @@ class Daemon:
             raise PayloadError("this daemon serves another state dir or configuration")
         if request.op == "hook" and request.event is not None:
             try:
-                return await self.host.hook(request.event)
+                return await self.host.hook(request.event, request.notes)
             except Exception:
                 logger.exception("the %s hook failed", request.event.name)
                 log = self.state_dir / "logs" / "claude-code-daemon.log"
@@ -221,16 +221,34 @@ def serve() -> int:
     except (runtime.RuntimeDirError, OSError) as error:
         logger.error("cannot serve: %s", error)
         return 1
-    lock = os.open(address.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    lock = _lock(address.lock)
+    if lock is None:
+        logger.info("another daemon serves %s; exiting", address.socket)
+        return 0
     try:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            logger.info("another daemon serves %s; exiting", address.socket)
-            return 0
         return asyncio.run(Daemon(address, state_dir, _idle_seconds()).run())
     finally:
+        with contextlib.suppress(FileNotFoundError):
+            address.lock.unlink()  # still held: a daemon starting now makes a new one
         os.close(lock)
+
+
+def _lock(path: Path) -> int | None:
+    """The exclusive lock of this key (its descriptor), or None when another daemon holds it.
+    The lock file is removed on exit, so a lock on a file no longer at ``path`` is retried."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        try:
+            if path.stat().st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # its holder removed it after we opened it: try the new one
 
 
 def stop(timeout_s: float = 10.0) -> str:

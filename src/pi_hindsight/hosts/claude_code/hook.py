@@ -38,8 +38,6 @@ TIMEOUTS_S: Mapping[str, float] = {
 }
 DEFAULT_TIMEOUT_S = 10.0
 START_WAIT_S = 10.0  # for a daemon just started: its imports and stores
-# What the daemon needs of the hook's environment besides the payload.
-FORWARDED_ENV = ("CLAUDE_PROJECT_DIR", "CLAUDE_CODE_SESSION_ID")
 
 
 class DaemonUnavailable(Exception):
@@ -73,6 +71,7 @@ def _connect(path: Path, timeout: float) -> socket.socket:
 
 def _spawn(env: Mapping[str, str]) -> None:
     import subprocess  # noqa: PLC0415 - only when no daemon answers
+    import threading  # noqa: PLC0415
 
     state = runtime.state_dir(env)
     logs = state / "logs"
@@ -81,7 +80,7 @@ def _spawn(env: Mapping[str, str]) -> None:
     try:
         # Detached, with nothing of ours inherited: Claude Code waits for the hook's stdout to
         # close, so the daemon must not hold it.
-        subprocess.Popen(
+        daemon = subprocess.Popen(
             [sys.executable, "-m", "pi_hindsight", "claude-code", "daemon"],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -93,6 +92,8 @@ def _spawn(env: Mapping[str, str]) -> None:
         )
     finally:
         os.close(log)
+    # Reaped when it exits, should this process outlive it (the MCP server does).
+    threading.Thread(target=daemon.wait, name="daemon-reaper", daemon=True).start()
 
 
 def _open(
@@ -173,15 +174,16 @@ def _read_payload() -> tuple[str | None, int]:
 def run(event: str) -> dict[str, Any] | None:
     """The hook output for ``event`` (None: print nothing)."""
     payload, size = _read_payload()
+    env, ignored = runtime.user_env(os.environ, os.getcwd())  # noqa: PTH109 - no pathlib here
     request = {
         "op": "hook",
         "event": event,
         "payload": payload,
         "payloadBytes": size,
-        "env": {name: os.environ.get(name) for name in FORWARDED_ENV},
+        "ignored": ignored,
     }
     try:
-        result = call(request, timeout=TIMEOUTS_S.get(event, DEFAULT_TIMEOUT_S))
+        result = call(request, timeout=TIMEOUTS_S.get(event, DEFAULT_TIMEOUT_S), env=env)
     except DaemonUnavailable as error:
         return {"systemMessage": f"pi-hindsight: memory unavailable for this event ({error})"}
     return result if isinstance(result, dict) and result else None

@@ -58,6 +58,7 @@ class SessionState:
     pending: dict[str, str] = field(default_factory=dict)  # delivered text -> request id
     awaiting: dict[str, str] = field(default_factory=dict)  # attached, awaiting its request
     hinted: bool = False
+    told: set[str] = field(default_factory=set)
     missing_noted: bool = False
     last_used: float = field(default_factory=time.monotonic)
 
@@ -179,10 +180,14 @@ class ClaudeCodeHost:
 
     # -- hook events -----------------------------------------------------------------------
 
-    async def hook(self, event: HookEvent) -> dict[str, Any] | None:
+    async def hook(self, event: HookEvent, notes: Sequence[str] = ()) -> dict[str, Any] | None:
         state = await self._session(
             event.session_id, event.cwd, event.transcript_path, event.source or event.name
         )
+        for note in notes:  # once per session
+            if note not in state.told:
+                state.told.add(note)
+                state.notices.append(Notice("warning", note))
         if event.name == "SessionStart":
             context, notices = await self._session_start(state, event)
         elif event.name == "UserPromptSubmit":

@@ -4,8 +4,8 @@ What ``pi-hindsight setup --host claude-code`` adds (docs/hosts/claude-code.md):
 
 - ``~/.claude/settings.json``: one command hook per event we handle (``SessionStart``,
   ``UserPromptSubmit``, ``Stop``, ``SubagentStop``, ``PreCompact``, ``SessionEnd``) running the
-  import-light hook client, and ``permissions.allow`` ``mcp__hindsight`` (an MCP call in ``-p``
-  needs an allow rule);
+  import-light hook client, and ``permissions.allow`` for our two MCP tools (an MCP call in
+  ``-p`` needs an allow rule);
 - ``~/.claude.json`` ``mcpServers.hindsight`` (where ``claude mcp add --scope user`` writes),
   ``alwaysLoad`` so its tools are in every request instead of behind ToolSearch;
 - ``~/.claude/commands/hindsight-register.md``, the ``/hindsight-register`` command.
@@ -31,10 +31,13 @@ from typing import Any
 from pi_hindsight.errors import ConfigError
 from pi_hindsight.hosts.claude_code.naming import MCP_SERVER_NAME, REGISTER_COMMAND
 from pi_hindsight.safe_files import FileMissing, loads, read_bytes
+from pi_hindsight.tools.specs import MEMORY_TOOL, RETAIN_GLOBAL_TOOL
 
 HOOK_MODULE = "pi_hindsight.hosts.claude_code.hook"
 MCP_ARGS = ["-m", "pi_hindsight", "claude-code", "mcp"]
-PERMISSION = f"mcp__{MCP_SERVER_NAME}"
+# Exactly our tools, not the whole server name: a project's .mcp.json server that reuses the
+# name "hindsight" gets no permission from us.
+PERMISSIONS = tuple(f"mcp__{MCP_SERVER_NAME}__{tool}" for tool in (MEMORY_TOOL, RETAIN_GLOBAL_TOOL))
 # Each hook's timeout in seconds (Claude Code kills a hook past it; the client's own bounds are
 # shorter). SessionEnd has its own short default budget in Claude Code: set explicitly.
 HOOK_TIMEOUTS_S: Mapping[str, int] = {
@@ -197,16 +200,15 @@ def install(paths: ClaudePaths, python: str, state_dir: Path) -> Changes:
     merged["hooks"] = hooks
     permissions = dict(merged.get("permissions") or {})
     allow = list(permissions.get("allow") or [])
-    added_permission = PERMISSION not in allow
-    if added_permission:
-        allow.append(PERMISSION)
-        permissions["allow"] = allow
+    added = [rule for rule in PERMISSIONS if rule not in allow]
+    if added:
+        permissions["allow"] = [*allow, *added]
         merged["permissions"] = permissions
     _write(paths.settings, merged)
     verb = "replaced" if replaced else "added"
     changes.add(paths.settings, f"{verb} hooks for {', '.join(HOOK_TIMEOUTS_S)}")
-    if added_permission:
-        changes.add(paths.settings, f"allowed the MCP tools ({PERMISSION} in permissions.allow)")
+    if added:
+        changes.add(paths.settings, f"allowed the MCP tools ({', '.join(added)})")
     state = dict(claude_state or {})
     state["mcpServers"] = {
         **dict(state.get("mcpServers") or {}),
@@ -218,7 +220,9 @@ def install(paths: ClaudePaths, python: str, state_dir: Path) -> Changes:
     paths.command.write_text(register_command_text(python), encoding="utf-8")
     changes.add(paths.command, f"the /{REGISTER_COMMAND} command")
     previous = _read_object(_record(state_dir)) or {}
-    record = {"permissionAdded": added_permission or bool(previous.get("permissionAdded"))}
+    before = previous.get("permissionsAdded")
+    kept = [rule for rule in before if rule in PERMISSIONS] if isinstance(before, list) else []
+    record = {"permissionsAdded": sorted({*kept, *added})}
     _record(state_dir).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     _write(_record(state_dir), record)
     return changes
@@ -239,17 +243,24 @@ def _uninstall_settings(paths: ClaudePaths, record: Mapping[str, Any], changes: 
             merged.pop("hooks")
     permissions = merged.get("permissions")
     allow = permissions.get("allow") if isinstance(permissions, Mapping) else None
-    dropped = (
-        bool(record.get("permissionAdded")) and isinstance(allow, list) and PERMISSION in allow
-    )
+    ours = record.get("permissionsAdded")
+    added = {rule for rule in ours if rule in PERMISSIONS} if isinstance(ours, list) else set()
+    dropped = sorted(added & set(allow)) if isinstance(allow, list) else []
     if dropped and isinstance(permissions, Mapping) and isinstance(allow, list):
-        merged["permissions"] = {**permissions, "allow": [r for r in allow if r != PERMISSION]}
+        rest = [rule for rule in allow if rule not in added]
+        kept_permissions = {k: v for k, v in permissions.items() if k != "allow"}
+        if rest:
+            kept_permissions["allow"] = rest
+        if kept_permissions:  # (containers only we filled are removed with our rules)
+            merged["permissions"] = kept_permissions
+        else:
+            merged.pop("permissions")
     if removed or dropped:
         _write(paths.settings, merged)
     if removed:
         changes.add(paths.settings, f"removed {removed} hook(s)")
     if dropped:
-        changes.add(paths.settings, f"removed {PERMISSION} from permissions.allow")
+        changes.add(paths.settings, f"removed {', '.join(dropped)} from permissions.allow")
 
 
 def uninstall(paths: ClaudePaths, state_dir: Path) -> Changes:

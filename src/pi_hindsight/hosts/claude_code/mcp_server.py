@@ -16,6 +16,7 @@ true}`` so Claude Code puts it in the request's tools up front instead of behind
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import sys
@@ -27,6 +28,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 
 from pi_hindsight import __version__
+from pi_hindsight.hosts.claude_code import runtime
 from pi_hindsight.hosts.claude_code.hook import DaemonUnavailable, call
 from pi_hindsight.hosts.claude_code.naming import MCP_SERVER_NAME
 
@@ -41,6 +43,14 @@ def _where() -> tuple[str, str]:
     return session_id, os.environ.get("CLAUDE_PROJECT_DIR") or str(Path.cwd())
 
 
+def _env() -> dict[str, str]:
+    """The user's environment: what the launch directory's settings set is not ours to use."""
+    env, ignored = runtime.user_env(os.environ, str(Path.cwd()))
+    for note in ignored:
+        logger.warning("%s", note)
+    return env
+
+
 class Tools:
     """The daemon's tool specs for this session, and calls to them."""
 
@@ -51,7 +61,9 @@ class Tools:
         session_id, cwd = _where()
         request = {"op": "tools", "sessionId": session_id, "cwd": cwd}
         try:
-            specs = await asyncio.to_thread(call, request, timeout=LIST_TIMEOUT_S)
+            specs = await asyncio.to_thread(
+                functools.partial(call, request, timeout=LIST_TIMEOUT_S, env=_env())
+            )
         except DaemonUnavailable as error:
             logger.warning("no memory tools: %s", error)
             return []
@@ -82,7 +94,9 @@ class Tools:
         }
         timeout = self.timeouts.get(name, 30.0) + 5.0
         try:
-            result = await asyncio.to_thread(call, request, timeout=timeout)
+            result = await asyncio.to_thread(
+                functools.partial(call, request, timeout=timeout, env=_env())
+            )
         except DaemonUnavailable as error:
             text, is_error = f"{name}: memory unavailable ({error})", True
         else:

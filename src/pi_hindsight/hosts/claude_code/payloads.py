@@ -64,6 +64,7 @@ class DaemonRequest:
     cwd: Path | None = None  # tools, call
     tool: str | None = None  # call
     arguments: dict[str, Any] | None = None  # call
+    notes: tuple[str, ...] = ()  # hook: what the client ignored (a repository's settings)
 
 
 def _kind(value: object) -> str:
@@ -170,7 +171,13 @@ def parse_request(line: bytes) -> DaemonRequest:
         payload, name = data.get("payload"), data.get("event")
         if not isinstance(payload, str) or not isinstance(name, str):
             raise PayloadError("a hook request needs a string 'event' and 'payload'")
-        return DaemonRequest("hook", key, event=parse_event(name, payload))
+        raw_notes = data.get("ignored")
+        notes = tuple(
+            note[:300]
+            for note in (raw_notes if isinstance(raw_notes, list) else [])[:20]
+            if isinstance(note, str)
+        )
+        return DaemonRequest("hook", key, event=parse_event(name, payload), notes=notes)
     if op in ("tools", "call"):
         session_id = _identifier(data, "sessionId", required=True)
         cwd = _path(data, "cwd", required=True)

@@ -12,6 +12,7 @@ is refused, never used.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import zlib
@@ -30,6 +31,49 @@ IDLE_ENV = "PI_HINDSIGHT_DAEMON_IDLE_S"
 _CONFIG_PREFIXES = ("HINDSIGHT_", "PI_HINDSIGHT_")
 # Variables that name no configuration (the daemon's own knobs) are not part of its identity.
 _NOT_CONFIG = frozenset({IDLE_ENV})
+
+
+# What a repository must not set: Claude Code applies a launch directory's .claude/settings.json
+# (and settings.local.json) "env" to the hooks and MCP servers it starts, without any trust
+# prompt in -p. Our configuration, state dir and socket dir come from the user alone.
+_GUARDED_PREFIXES = (*_CONFIG_PREFIXES, "PI_CODING_AGENT_DIR", "XDG_RUNTIME_DIR")
+_PROJECT_SETTINGS = (".claude/settings.json", ".claude/settings.local.json")
+_MAX_PROJECT_SETTINGS_BYTES = 1 << 20
+
+
+def repository_set(directories: list[str]) -> list[tuple[str, str]]:
+    """(variable, file) for each of our variables a launch directory's Claude Code settings
+    set through ``env``: those values come from the repository, not the user."""
+    found: list[tuple[str, str]] = []
+    for directory in dict.fromkeys(d for d in directories if d):
+        for name in _PROJECT_SETTINGS:
+            path = Path(directory) / name
+            try:
+                with path.open("rb") as handle:
+                    data = handle.read(_MAX_PROJECT_SETTINGS_BYTES + 1)
+                value = json.loads(data) if len(data) <= _MAX_PROJECT_SETTINGS_BYTES else None
+            except (OSError, ValueError, RecursionError):
+                continue  # absent or unreadable: Claude Code applies nothing from it either
+            env = value.get("env") if isinstance(value, dict) else None
+            if isinstance(env, dict):
+                found.extend(
+                    (str(key), str(path)) for key in env if str(key).startswith(_GUARDED_PREFIXES)
+                )
+    return found
+
+
+def user_env(env: Mapping[str, str], cwd: str) -> tuple[dict[str, str], list[str]]:
+    """``env`` without what the launch directory's settings set among our variables (they
+    cannot be told apart from the user's own, so they are dropped: the config file decides),
+    and a note per variable dropped."""
+    overridden = repository_set([cwd, env.get("CLAUDE_PROJECT_DIR", "")])
+    names = {name for name, _ in overridden}
+    cleaned = {key: value for key, value in env.items() if key not in names}
+    notes = [
+        f"ignored {name} set by {path}: a repository cannot configure memory"
+        for name, path in overridden
+    ]
+    return cleaned, list(dict.fromkeys(notes))
 
 
 class RuntimeDirError(Exception):

@@ -84,15 +84,17 @@ def read_chunk(path: Path, offset: int, limit: int = MAX_READ_BYTES) -> tuple[by
     longer than ``limit`` is skipped whole (its bytes are not returned; the end moves past it)."""
     with open_regular(path) as handle:
         handle.seek(offset)
-        data = handle.read(limit + 1)
-        more = len(data) > limit
-        data = data[:limit]
+        raw = handle.read(limit + 1)
+        more = len(raw) > limit
+        data = raw[:limit]
         cut = data.rfind(b"\n")
         if cut >= 0:
             return data[: cut + 1], offset + cut + 1, more
         if not more:
             return b"", offset, False  # a line still being written
-        skipped = offset + len(data)
+        skipped = offset + len(raw)  # where the handle is
+        if raw.endswith(b"\n"):
+            return b"\n", skipped, True  # exactly ``limit`` bytes and its newline
         while block := handle.read(1 << 20):
             newline = block.find(b"\n")
             if newline >= 0:
