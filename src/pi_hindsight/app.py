@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pi_hindsight.backend import MemoryBackend, open_backend
 from pi_hindsight.config import LoadedConfig, Settings, load_config
-from pi_hindsight.engine.connection import HindsightConnection
+from pi_hindsight.engine.connection import BackendFactory, HindsightConnection
 from pi_hindsight.engine.engine import ContextReader, MemoryEngine, SharedParts
 from pi_hindsight.engine.local_state import LocalState
 from pi_hindsight.engine.retaining import Retainer
@@ -55,11 +55,13 @@ async def create_backend(base_url: str, api_key: str | None) -> MemoryBackend:
     return await asyncio.to_thread(open_backend, base_url, api_key=api_key)
 
 
-def build_shared(host: HostFacts, state_dir: Path) -> SharedParts:
+def build_shared(
+    host: HostFacts, state_dir: Path, *, backend_factory: BackendFactory = create_backend
+) -> SharedParts:
     """Stores, connection and retainer for a process serving many sessions of ``host`` (the
     Claude Code daemon): pass them to every ``build_engine`` there; ``close_shared`` ends them."""
     state = LocalState(state_dir)
-    connection = HindsightConnection(create_backend, base_url_resolver(state_dir))
+    connection = HindsightConnection(backend_factory, base_url_resolver(state_dir))
     return SharedParts(state, connection, Retainer(state, host))
 
 

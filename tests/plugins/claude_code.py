@@ -161,7 +161,11 @@ class ClaudeWorld:
         return transcripts(self.home)
 
     def stop_daemon(self) -> None:
-        self.cli("claude-code", "daemon", "--stop", check=False)
+        """Stop the daemon the hooks started (killed if it does not stop in time)."""
+        pid = daemon_pid(self.env())
+        stop_daemon(self.env())
+        if pid is not None and not wait_gone(pid, 15):
+            os.kill(pid, 9)
 
 
 @pytest.fixture

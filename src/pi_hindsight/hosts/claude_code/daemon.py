@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pi_hindsight.app import build_engine, build_shared
+from pi_hindsight.app import build_engine, build_shared, create_backend
+from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.engine.engine import close_shared
 from pi_hindsight.hosts.claude_code import runtime
 from pi_hindsight.hosts.claude_code.host import ClaudeCodeHost
@@ -72,7 +73,8 @@ class Daemon:
         self.address = address
         self.state_dir = state_dir
         self.idle_s = idle_s
-        self.parts = build_shared(CLAUDE_CODE_HOST, state_dir)
+        self._warm: asyncio.Future[None] | None = None
+        self.parts = build_shared(CLAUDE_CODE_HOST, state_dir, backend_factory=self._backend)
         self.host = ClaudeCodeHost(
             state_dir, lambda: build_engine(CLAUDE_CODE_HOST, state_dir, shared=self.parts)
         )
@@ -102,6 +104,13 @@ class Daemon:
             self._stop.set()
             return {"pid": os.getpid()}
         raise PayloadError(f"request {request.op!r} is incomplete")
+
+    async def _backend(self, base_url: str, api_key: str | None) -> MemoryBackend:
+        """The official client, once its import (started at start-up) has finished: two threads
+        importing one package at once can see it half-initialised."""
+        if self._warm is not None:
+            await asyncio.shield(self._warm)
+        return await create_backend(base_url, api_key)
 
     def _identity(self) -> tuple[int, int] | None:
         """The state dir's (device, inode): a daemon whose state dir went away (or was replaced)
@@ -161,7 +170,7 @@ class Daemon:
         identity = self._identity()
         # The official client's import takes 1-2 s: done now, off the loop, so the first recall
         # is not timed out by it. An import connects nowhere (unregistered sessions included).
-        warm = asyncio.create_task(asyncio.to_thread(_import_client))
+        self._warm = asyncio.ensure_future(asyncio.to_thread(_import_client))
         pruned = await asyncio.to_thread(self.host.cursors.prune)
         if pruned:
             logger.info("removed %d stale transcript cursor(s)", pruned)
@@ -177,7 +186,6 @@ class Daemon:
                     logger.warning("%s was removed or replaced: exiting", self.state_dir)
                     break
         finally:
-            warm.cancel()
             server.close()
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()

@@ -62,13 +62,53 @@ def repository_set(directories: list[str]) -> list[tuple[str, str]]:
     return found
 
 
+def _ppid(pid: int) -> int | None:
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+        return int(stat_line.rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def launcher_env(env: Mapping[str, str]) -> dict[str, str] | None:
+    """Claude Code's own environment (the user's, before any settings' ``env``), read from
+    ``/proc`` — only when ``CLAUDE_PID`` is really an ancestor of this process (Linux)."""
+    try:
+        claude = int(env.get("CLAUDE_PID", ""))
+    except ValueError:
+        return None
+    pid: int | None = os.getpid()
+    for _ in range(6):  # hook <- sh -c <- claude; MCP server <- claude
+        pid = None if pid is None else _ppid(pid)
+        if pid is None or pid <= 1:
+            return None
+        if pid == claude:
+            try:
+                raw = Path(f"/proc/{claude}/environ").read_bytes()
+            except OSError:
+                return None
+            pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+            return {
+                k.decode("utf-8", "surrogateescape"): v.decode("utf-8", "surrogateescape")
+                for k, v in pairs
+            }
+    return None
+
+
 def user_env(env: Mapping[str, str], cwd: str) -> tuple[dict[str, str], list[str]]:
-    """``env`` without what the launch directory's settings set among our variables (they
-    cannot be told apart from the user's own, so they are dropped: the config file decides),
-    and a note per variable dropped."""
+    """``env`` with our variables as the user set them: what the launch directory's settings
+    set among them is replaced by Claude Code's own value (the user's environment) or, when that
+    cannot be read, dropped (the config file decides); and a note per variable replaced."""
     overridden = repository_set([cwd, env.get("CLAUDE_PROJECT_DIR", "")])
-    names = {name for name, _ in overridden}
-    cleaned = {key: value for key, value in env.items() if key not in names}
+    if not overridden:
+        return dict(env), []
+    original = launcher_env(env) or {}
+    cleaned = dict(env)
+    for name, _ in overridden:
+        if name in original:
+            cleaned[name] = original[name]
+        else:
+            cleaned.pop(name, None)
     notes = [
         f"ignored {name} set by {path}: a repository cannot configure memory"
         for name, path in overridden
