@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.agent_models.claude_role import own_texts
-from tests.claude_code_support import daemon_pid, wait_gone
+from tests.claude_code_support import daemon_pid, outbox_count, outbox_turns, wait_gone
 from tests.e2e.test_memory_loop import FACT, QUESTION, _memory_after, _messages, _requests_for
 from tests.integration.retain_support import BankView
 from tests.plugins.claude_code import ClaudeWorld
@@ -311,3 +311,60 @@ def test_a_daemon_killed_after_a_session_loses_nothing_and_the_next_one_delivers
         {"role": "user", "content": FACT},
         {"role": "assistant", "content": "Understood."},
     ]
+
+
+def _notices(world: ClaudeWorld) -> list[str]:
+    return [
+        str(a["attachment"]["content"])
+        for t in world.transcripts()
+        for a in _attachments(t, "hook_system_message")
+    ]
+
+
+def test_memory_trouble_never_breaks_a_session_and_the_transcript_catches_up(
+    claude_world: ClaudeWorld, tmp_path: Path
+) -> None:
+    """Fail open, never silently: with no daemon reachable (its socket directory is unusable)
+    Claude Code answers as usual and the user is told; once it is reachable again, the same
+    session's next Stop retains both requests from the transcript cursor, each exactly once,
+    and a daemon killed with -9 is replaced without a duplicate."""
+    _slow_machine(claude_world)
+    runtime_base = tmp_path / "run"
+    runtime_base.mkdir(mode=0o700)
+    blocker = runtime_base / "pi-hindsight"
+    blocker.write_text("not a directory")  # where the daemon's private socket dir must go
+    claude_world.extra_env["XDG_RUNTIME_DIR"] = str(runtime_base)
+    repo = make_repo(tmp_path / "alpha", "https://example.com/team/alpha.git")
+    claude_world.register(repo)
+
+    broken = claude_world.run(repo, FACT)
+    assert "Understood." in broken.stdout  # the session went on
+    assert daemon_pid(claude_world.env()) is None
+    notices = _notices(claude_world)
+    assert notices and all("pi-hindsight: memory unavailable" in n for n in notices)
+    assert any("is not a directory" in n for n in notices)  # says what is wrong
+    [transcript] = claude_world.transcripts()
+    session = _session_of(transcript)
+    assert outbox_count(claude_world.state_dir, session) == 0
+
+    blocker.unlink()
+    again = claude_world.run(repo, "Hello again.", "--continue")
+    assert "Understood." in again.stdout
+    first = daemon_pid(claude_world.env())
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    assert wait_gone(first)
+    third = claude_world.run(repo, "And once more.", "--continue")
+    assert "Understood." in third.stdout
+    assert daemon_pid(claude_world.env()) not in (None, first)
+    claude_world.drain()
+
+    retained = outbox_turns(claude_world.state_dir, session)
+    prompts = [turns[0]["content"] for _, turns in retained]
+    assert prompts == [FACT, "Hello again.", "And once more."]  # each once, in order
+    assert len({request_id for request_id, _ in retained}) == 3
+    assert [t for t in claude_world.transcripts() if t != transcript] == []
+    document = BankView(claude_world.base_url, claude_world.bank_id).document_turns(
+        f"claude-code-session-{session}"
+    )
+    assert [turn["content"] for turn in document if turn["role"] == "user"] == prompts

@@ -182,6 +182,22 @@ def test_a_runtime_dir_that_is_not_ours_is_refused_and_the_hook_fails_open(
     assert daemon_pid(env) is None
 
 
+def test_a_file_where_the_runtime_dir_goes_is_named_with_the_fix(
+    hook_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Regression: a plain file there gave the bare "[Errno 17] File exists" (mkdir's
+    FileExistsError), which says neither what is wrong nor how to fix it."""
+    xdg = tmp_path / "xdg"
+    xdg.mkdir()
+    (xdg / "pi-hindsight").write_text("a file")
+    env = {**hook_env, "XDG_RUNTIME_DIR": str(xdg)}
+    run = run_hook("Stop", payload("Stop", "s1", tmp_path, transcript_path="/x/s1.jsonl"), env)
+    _fails_open(run)
+    message = (run.output or {})["systemMessage"]
+    assert "is not a directory; remove it" in message and "Errno" not in message
+    assert daemon_pid(env) is None
+
+
 def test_racing_hooks_start_one_daemon_and_it_exits_when_idle(
     hook_env: dict[str, str], tmp_path: Path
 ) -> None:

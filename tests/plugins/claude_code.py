@@ -21,7 +21,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -99,10 +99,14 @@ class ClaudeWorld:
     bank_id: str
     base_url: str
     standin: AgentStandIn
+    # The user's own extra environment for every run (e.g. another XDG_RUNTIME_DIR): the daemon
+    # it starts is the one the finalizer stops.
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     def env(self, **extra: str) -> dict[str, str]:
         env = claude_env(self.home, self.standin)
         env["PI_HINDSIGHT_STATE_DIR"] = str(self.state_dir)
+        env.update(self.extra_env)
         env.update(extra)
         return env
 

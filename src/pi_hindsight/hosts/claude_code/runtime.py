@@ -180,14 +180,18 @@ def address(env: Mapping[str, str]) -> Address:
 def ensure_private_dir(path: Path) -> Path:
     """Create ``path`` 0700 if missing; refuse it unless it is a real directory owned by this
     user with no group or other permissions (then a socket in it is reachable by us alone)."""
+    not_a_directory = f"{path} is not a directory; remove it so a private one is made"
     try:
-        path.mkdir(mode=0o700, parents=False, exist_ok=True)
-    except FileNotFoundError:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path.mkdir(mode=0o700, exist_ok=True)
+        try:
+            path.mkdir(mode=0o700, parents=False, exist_ok=True)
+        except FileNotFoundError:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path.mkdir(mode=0o700, exist_ok=True)
+    except FileExistsError as error:  # a file (or a dangling link) of that name
+        raise RuntimeDirError(not_a_directory) from error
     info = path.lstat()
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-        raise RuntimeDirError(f"{path} is not a directory; remove it so a private one is made")
+        raise RuntimeDirError(not_a_directory)
     if info.st_uid != os.getuid():
         raise RuntimeDirError(
             f"{path} belongs to another user (uid {info.st_uid}); remove it, or set "
