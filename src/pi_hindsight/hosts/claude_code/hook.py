@@ -20,11 +20,15 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from pi_hindsight.hosts.claude_code import runtime
+
+# Annotations only: ``typing`` and ``collections`` cost start-up time on every event.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 # The client's own bound per event (the daemon bounds its work well inside these; the hook
 # entries' ``timeout`` in settings.json are larger still).

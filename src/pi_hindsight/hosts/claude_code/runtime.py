@@ -16,9 +16,13 @@ import json
 import os
 import stat
 import zlib
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+
+# Annotations only (``from __future__ import annotations``): ``typing``, ``collections`` and
+# ``dataclasses`` cost the hook client measurable start-up time on every event.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 PROTOCOL = 1
 # One request or answer line. A hook payload is bounded first (MAX_PAYLOAD_BYTES); tool results
@@ -149,10 +153,14 @@ def daemon_key(state: Path, env: Mapping[str, str]) -> str:
     return "\0".join(parts)
 
 
-@dataclass(frozen=True)
 class Address:
-    directory: Path
-    key: str  # the daemon's identity (daemon_key); the daemon checks it on every request
+    """Where the daemon for ``key`` listens (a plain class: see the imports)."""
+
+    __slots__ = ("directory", "key")
+
+    def __init__(self, directory: Path, key: str) -> None:
+        self.directory = directory
+        self.key = key  # the daemon's identity (daemon_key); the daemon checks it on every request
 
     @property
     def name(self) -> str:
