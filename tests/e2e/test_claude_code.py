@@ -112,6 +112,16 @@ def test_a_fact_in_one_session_reaches_the_next_and_evidence_is_honest(
         {"role": "user", "content": FACT},
         {"role": "assistant", "content": "Understood."},
     ]
+    # Once, through the outbox: Stop and SessionEnd both read the transcript; one item.
+    [(request_id, retained)] = outbox_turns(claude_world.state_dir, fact_session)
+    assert retained == turns
+    fact_transcript = next(t for t in claude_world.transcripts() if t.stem == fact_session)
+    prompt_rows = [
+        json.loads(line)
+        for line in fact_transcript.read_text().splitlines()
+        if '"type":"user"' in line
+    ]
+    assert request_id == prompt_rows[0]["uuid"]  # the request id is the prompt row's uuid
 
 
 def test_pi_and_claude_code_share_one_memory_per_repository_and_no_other(
