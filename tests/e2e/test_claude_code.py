@@ -339,11 +339,8 @@ def test_memory_trouble_never_breaks_a_session_and_the_transcript_catches_up(
     session's next Stop retains both requests from the transcript cursor, each exactly once,
     and a daemon killed with -9 is replaced without a duplicate."""
     _slow_machine(claude_world)
-    runtime_base = tmp_path / "run"
-    runtime_base.mkdir(mode=0o700)
-    blocker = runtime_base / "pi-hindsight"
+    blocker = Path(claude_world.extra_env["XDG_RUNTIME_DIR"]) / "pi-hindsight"
     blocker.write_text("not a directory")  # where the daemon's private socket dir must go
-    claude_world.extra_env["XDG_RUNTIME_DIR"] = str(runtime_base)
     repo = make_repo(tmp_path / "alpha", "https://example.com/team/alpha.git")
     claude_world.register(repo)
 

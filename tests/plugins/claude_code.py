@@ -10,13 +10,15 @@
 - ``claude_world`` (fixture): a Claude Code home set up by ``pi-hindsight setup --host
   claude-code`` (hooks, the MCP server, the register command), our state dir configured for the
   session's Hindsight server and a fresh bank — the same state dir ``pi_world`` uses, so a test
-  can run both agents. The per-user daemon the hooks start is stopped at teardown.
+  can run both agents, and a socket directory of its own (``XDG_RUNTIME_DIR``): every daemon
+  with a pid file there is stopped at teardown, by pid.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -171,6 +173,24 @@ class ClaudeWorld:
         if pid is not None and not wait_gone(pid, 15):
             os.kill(pid, 9)
 
+    def stop_all_daemons(self) -> None:
+        """Stop every daemon whose pid file is in this world's socket directory, by pid: also
+        one started with another configuration (e.g. when a repository's setting was dropped
+        and no launcher value could be read, the key differs)."""
+        self.stop_daemon()
+        sockets = Path(self.env()["XDG_RUNTIME_DIR"]) / "pi-hindsight"
+        for pid_file in sorted(sockets.glob("*.pid")):
+            try:
+                pid = int(pid_file.read_text())
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except (OSError, ValueError):
+                continue  # gone already
+            if b"claude-code\0daemon" not in command:
+                continue  # a reused pid: not ours
+            os.kill(pid, signal.SIGTERM)
+            if not wait_gone(pid, 15):
+                os.kill(pid, signal.SIGKILL)
+
 
 @pytest.fixture
 def claude_world(
@@ -195,6 +215,9 @@ def claude_world(
             ),
             encoding="utf-8",
         )
+    # A socket directory of the test's own: every daemon its sessions start is found there.
+    sockets = tmp_path / "rt"
+    sockets.mkdir(mode=0o700)
     world = ClaudeWorld(
         claude=claude_binary,
         home=home,
@@ -202,12 +225,13 @@ def claude_world(
         bank_id=bank_id,
         base_url=base_url,
         standin=chat_standin,
+        extra_env={"XDG_RUNTIME_DIR": str(sockets)},
     )
     world.cli("setup", "--host", "claude-code", "--claude-home", str(home), "--yes")
     try:
         yield world
     finally:
-        world.stop_daemon()
+        world.stop_all_daemons()
 
 
 @pytest.fixture
