@@ -178,7 +178,10 @@ def _read_payload() -> tuple[str | None, int]:
 def run(event: str) -> dict[str, Any] | None:
     """The hook output for ``event`` (None: print nothing)."""
     payload, size = _read_payload()
-    env, ignored = runtime.user_env(os.environ, os.getcwd())  # noqa: PTH109 - no pathlib here
+    try:
+        env, ignored = runtime.user_env(os.environ, os.getcwd())  # noqa: PTH109 - no pathlib
+    except runtime.RepositoryEnvError as error:  # nothing reached, nothing started
+        return {"systemMessage": f"pi-hindsight: {error}"}
     request = {
         "op": "hook",
         "event": event,

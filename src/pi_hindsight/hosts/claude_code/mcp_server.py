@@ -45,7 +45,10 @@ def _where() -> tuple[str, str]:
 
 def _env() -> dict[str, str]:
     """The user's environment: what the launch directory's settings set is not ours to use."""
-    env, ignored = runtime.user_env(os.environ, str(Path.cwd()))
+    try:
+        env, ignored = runtime.user_env(os.environ, str(Path.cwd()))
+    except runtime.RepositoryEnvError as error:
+        raise DaemonUnavailable(str(error)) from error
     for note in ignored:
         logger.warning("%s", note)
     return env
@@ -61,8 +64,9 @@ class Tools:
         session_id, cwd = _where()
         request = {"op": "tools", "sessionId": session_id, "cwd": cwd}
         try:
+            env = _env()
             specs = await asyncio.to_thread(
-                functools.partial(call, request, timeout=LIST_TIMEOUT_S, env=_env())
+                functools.partial(call, request, timeout=LIST_TIMEOUT_S, env=env)
             )
         except DaemonUnavailable as error:
             logger.warning("no memory tools: %s", error)
@@ -94,8 +98,9 @@ class Tools:
         }
         timeout = self.timeouts.get(name, 30.0) + 5.0
         try:
+            env = _env()
             result = await asyncio.to_thread(
-                functools.partial(call, request, timeout=timeout, env=_env())
+                functools.partial(call, request, timeout=timeout, env=env)
             )
         except DaemonUnavailable as error:
             text, is_error = f"{name}: memory unavailable ({error})", True

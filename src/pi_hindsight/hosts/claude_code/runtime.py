@@ -99,14 +99,29 @@ def launcher_env(env: Mapping[str, str]) -> dict[str, str] | None:
     return None
 
 
+class RepositoryEnvError(Exception):
+    """A launch directory's settings set our variables and the user's own values cannot be
+    read: memory is off for this event (dropping them could redirect it); says why."""
+
+
 def user_env(env: Mapping[str, str], cwd: str) -> tuple[dict[str, str], list[str]]:
     """``env`` with our variables as the user set them: what the launch directory's settings
-    set among them is replaced by Claude Code's own value (the user's environment) or, when that
-    cannot be read, dropped (the config file decides); and a note per variable replaced."""
+    set among them is replaced by Claude Code's own value (the user's environment), or dropped
+    when the user's environment does not have it; and a note per variable replaced. Raises
+    RepositoryEnvError when Claude Code's environment cannot be read (not an ancestor any
+    more, no ``/proc``): falling back to defaults would let the repository move memory."""
     overridden = repository_set([cwd, env.get("CLAUDE_PROJECT_DIR", "")])
     if not overridden:
         return dict(env), []
-    original = launcher_env(env) or {}
+    original = launcher_env(env)
+    if original is None:
+        names = ", ".join(sorted({name for name, _ in overridden}))
+        files = ", ".join(sorted({path for _, path in overridden}))
+        raise RepositoryEnvError(
+            f"{files} sets {names} and Claude Code's own environment cannot be read, so "
+            "memory is off here (a repository cannot configure memory); remove those "
+            "variables from the repository's settings to use memory"
+        )
     cleaned = dict(env)
     for name, _ in overridden:
         if name in original:
