@@ -8,13 +8,15 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 NODE_STAMP := node_modules/.installed-stamp
+CLAUDE_STAMP := claude/node_modules/.installed-stamp
+CLAUDE_EXE := claude/node_modules/@anthropic-ai/claude-code/bin/claude.exe
 # torch first and pinned: on these machines 2.13.0 is a CPU wheel on local disk; an unpinned torch
 # would pull a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
 .PHONY: install demo test check lint format types test-python test-shim bench clean
 
-install: $(STAMP) $(NODE_STAMP)
+install: $(STAMP) $(NODE_STAMP) $(CLAUDE_STAMP)
 
 # The LLM stand-in is a distribution of its own (standin/, not in pi-hindsight's wheel); the demo,
 # `server start --llm offline` and the tests need it.
@@ -27,6 +29,14 @@ $(STAMP): pyproject.toml standin/pyproject.toml
 
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Claude Code for the end-to-end tests (its own folder; tests find it there or at $$CLAUDE_BIN).
+# The package's postinstall links the native binary over a placeholder, without network; when
+# install scripts are skipped (--ignore-scripts) the placeholder stays, so run it by hand.
+$(CLAUDE_STAMP): claude/package.json claude/package-lock.json
+	npm ci --prefix claude --no-audit --no-fund --loglevel=error
+	test "$$(wc -c < $(CLAUDE_EXE))" -gt 1048576 || (cd claude && node node_modules/@anthropic-ai/claude-code/install.cjs)
 	touch $@
 
 demo: install
@@ -61,7 +71,8 @@ bench: install
 	$(PY) bench/safe_files_bench.py
 	$(PY) bench/redaction_bench.py
 	$(PY) bench/outbox_durability.py
+	$(PY) bench/claude_code_hooks.py
 	$(PY) bench/retain_bench.py
 
 clean:
-	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) node_modules claude/node_modules .mypy_cache .ruff_cache .pytest_cache

@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.plugins.hindsight_server", "tests.plugins.standin", "tests.plugins.pi"]
+pytest_plugins = [
+    "tests.plugins.hindsight_server",
+    "tests.plugins.standin",
+    "tests.plugins.pi",
+    "tests.plugins.claude_code",
+]
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,10 @@ from pathlib import Path
 
 from pi_hindsight.backend import MemoryBackend, open_backend
 from pi_hindsight.config import LoadedConfig, Settings, load_config
-from pi_hindsight.engine.engine import ContextReader, MemoryEngine
+from pi_hindsight.engine.connection import BackendFactory, HindsightConnection
+from pi_hindsight.engine.engine import ContextReader, MemoryEngine, SharedParts
+from pi_hindsight.engine.local_state import LocalState
+from pi_hindsight.engine.retaining import Retainer
 from pi_hindsight.engine.types import HostFacts
 from pi_hindsight.identity import resolve_identity
 from pi_hindsight.paths import state_dir as default_state_dir
@@ -52,15 +55,27 @@ async def create_backend(base_url: str, api_key: str | None) -> MemoryBackend:
     return await asyncio.to_thread(open_backend, base_url, api_key=api_key)
 
 
+def build_shared(
+    host: HostFacts, state_dir: Path, *, backend_factory: BackendFactory = create_backend
+) -> SharedParts:
+    """Stores, connection and retainer for a process serving many sessions of ``host`` (the
+    Claude Code daemon): pass them to every ``build_engine`` there; ``close_shared`` ends them."""
+    state = LocalState(state_dir)
+    connection = HindsightConnection(backend_factory, base_url_resolver(state_dir))
+    return SharedParts(state, connection, Retainer(state, host))
+
+
 def build_engine(
     host: HostFacts,
     state_dir: Path | None = None,
     *,
     context_reader: ContextReader | None = None,
     passive: bool = False,
+    shared: SharedParts | None = None,
 ) -> MemoryEngine:
     """The engine for one host session. ``passive`` for a command that only looks (``status``):
-    nothing is retained or recorded from it."""
+    nothing is retained or recorded from it. ``shared``: the process's stores, connection and
+    retainer (``build_shared``) instead of the engine's own."""
     directory = default_state_dir() if state_dir is None else state_dir
     return MemoryEngine(
         host=host,
@@ -70,6 +85,7 @@ def build_engine(
         base_url_resolver=base_url_resolver(directory),
         context_reader=context_reader,
         passive=passive,
+        shared=shared,
     )
 
 

@@ -28,6 +28,7 @@ _SUBCOMMANDS: dict[str, str] = {
     "evidence": "pi_hindsight.cli.evidence_cmd:evidence",
     "templates": "pi_hindsight.cli.templates_cmd:templates",
     "bank": "pi_hindsight.cli.bank_cmd:bank",
+    "claude-code": "pi_hindsight.cli.claude_code_cmd:claude_code",
 }
 
 

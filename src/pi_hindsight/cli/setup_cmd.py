@@ -97,6 +97,21 @@ def _choose(
 )
 @click.option("--server-url", default=None, help="Hindsight URL (default: the local server).")
 @click.option("--yes", "-y", is_flag=True, help="Never ask; use flags and defaults.")
+@click.option(
+    "--host",
+    type=click.Choice(("pi", "claude-code")),
+    default="pi",
+    help="Which agent to install into (default: pi).",
+)
+@click.option(
+    "--claude-home",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="claude-code: the home whose .claude/ and .claude.json to change (default: ~).",
+)
+@click.option(
+    "--uninstall", is_flag=True, help="claude-code: remove exactly what setup added there."
+)
 @json_option
 def setup(
     agent_dir: Path | None,
@@ -107,13 +122,33 @@ def setup(
     topology: str | None,
     server_url: str | None,
     yes: bool,
+    host: str,
+    claude_home: Path | None,
+    uninstall: bool,
     as_json: bool,
 ) -> None:
-    """Install the Pi extension and choose a memory profile.
+    """Install the Pi extension (or, with --host claude-code, the Claude Code hooks, MCP server
+    and command) and choose a memory profile.
 
     With a terminal it asks for what the flags did not say; without one (or with --yes) it uses
     the flags and defaults and never waits for input.
     """
+    if host == "claude-code":
+        from pi_hindsight.cli.setup_claude_code import setup_claude_code  # noqa: PLC0415
+
+        updates = {
+            "profile": profile,
+            "banks.project.bankId": bank,
+            "banks.user.bankId": user_bank,
+            "topology": topology,
+            "hindsight.baseUrl": server_url,
+        }
+        setup_claude_code(
+            python=python, home=claude_home, updates=updates, uninstall=uninstall, as_json=as_json
+        )
+        return
+    if uninstall or claude_home is not None:
+        raise click.UsageError("--uninstall and --claude-home go with --host claude-code")
     agent = pi_agent_dir() if agent_dir is None else agent_dir
     interpreter = python or sys.executable
     if shutil.which(interpreter) is None and not Path(interpreter).is_file():

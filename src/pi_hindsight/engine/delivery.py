@@ -27,6 +27,7 @@ from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, USER_SCOPE_TAGS, Scope
 from pi_hindsight.engine.types import (
     Delivery,
     DeliveryDetails,
+    HostFacts,
     MemoUse,
     Notice,
     Omitted,
@@ -69,9 +70,58 @@ def _no_recall(
 
 
 class Deliverer:
-    def __init__(self, connection: HindsightConnection) -> None:
+    def __init__(self, connection: HindsightConnection, host: HostFacts) -> None:
         self.connection = connection
+        self.host = host
         self.memos = MemoCache()
+
+    async def prepare_memo(
+        self,
+        request: UserRequest,
+        scope: Scope | None,
+        settings: Settings,
+        memory: VisibleContext,
+        *,
+        off_reason: str | None,
+    ) -> Delivery:
+        """The startup memo alone, in the same fenced, framed block (a host that can add context
+        when a session starts, before any prompt). Delivered at most once per memo version in
+        the visible context, so the first request does not repeat it."""
+        started = time.perf_counter()
+        base = DeliveryDetails(request_id=request.request_id)
+        if scope is None:
+            return _outcome("not_registered", base, reason=off_reason or "memory is off")
+        details = dataclasses.replace(base, scope_id=scope.scope_id, bank_id=scope.bank_id)
+        if not (settings.project_recall and settings.memo.enabled and settings.memo.max_tokens):
+            return _outcome("skipped", details, reason="the startup memo is off in this profile")
+        timeout = settings.recall.timeout_ms / 1000
+        try:
+            backend = await self.connection.backend(settings)
+            memo = await asyncio.wait_for(
+                self._memo(backend, scope, settings, timeout * 0.9), timeout=timeout
+            )
+        except (BackendError, TimeoutError) as error:
+            failure = (
+                error
+                if isinstance(error, BackendError)
+                else BackendError(f"the startup memo timed out after {timeout:.1f}s")
+            )
+            delivery = _outcome("backend_unavailable", details, reason=str(failure))
+            return delivery.with_notices(self.connection.note(failure))
+        except PiHindsightError as error:
+            memo = MemoState("failed", error=str(error))
+        notices = self.connection.note(None) if memo.status != "failed" else ()
+        fetched = _Fetched(memo=memo)
+        delivery = self._compose(scope, settings, memory, fetched, details)
+        if delivery.text is None:
+            why = {
+                "ready": "the startup memo is already in this session's context",
+                "failed": f"the startup memo is unavailable: {memo.error}",
+            }.get(memo.status, f"no startup memo yet ({memo.status})")
+            delivery = dataclasses.replace(delivery, outcome="nothing_found", reason=why)
+        elapsed = round((time.perf_counter() - started) * 1000, 1)
+        timed = dataclasses.replace(delivery.details, recall_ms=elapsed, total_ms=elapsed)
+        return dataclasses.replace(delivery, details=timed).with_notices(notices)
 
     async def prepare(
         self,
@@ -227,7 +277,7 @@ class Deliverer:
             scope_id=scope.scope_id,
             bank_id=scope.bank_id,
             recalled_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            ceiling_tokens=settings.recall.request_max_tokens,
+            ceiling_tokens=self.host.block_ceiling_tokens(settings.recall.request_max_tokens),
             redact=redact_text,
         )
         sections: list[SectionReport] = []

@@ -21,6 +21,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pi_hindsight.backend import MemoryBackend
@@ -67,6 +68,30 @@ ConfigLoader = Callable[[Path | None], LoadedConfig]  # project root -> effectiv
 ContextReader = Callable[[str | None, int], VisibleContext | None]
 
 
+@dataclass(frozen=True)
+class SharedParts:
+    """What several sessions' engines in one process share: the stores (one store thread, one
+    connection each), the Hindsight connection and the retainer with its one worker. A host
+    serving many sessions from one long-lived process (the Claude Code daemon) builds these
+    once (``app.build_shared``); each session's engine then owns only its session state, and
+    ``close_shared`` ends them when the process stops."""
+
+    state: LocalState
+    connection: HindsightConnection
+    retainer: Retainer
+
+
+async def close_shared(parts: SharedParts, bound_s: float) -> dict[str, int]:
+    """Submit what is ready within ``bound_s``, then close the connection and the stores; the
+    rest stays in the outbox for the next process."""
+    flushed = await parts.retainer.shutdown(time.monotonic() + bound_s)
+    outbox = parts.state.outbox
+    pending = await run_store(outbox.unfinished_count) if outbox is not None else 0
+    await parts.connection.close()
+    await parts.state.close()
+    return {"flushed": flushed, "pending": pending}
+
+
 def _config_notices(config: LoadedConfig) -> list[Notice]:
     """Config warnings for the host; info-level notes (legacy keys migrated) stay in status."""
     return [Notice("warning", text) for text in config.notices()]
@@ -83,20 +108,27 @@ class MemoryEngine:
         base_url_resolver: Callable[[Settings], str | None],
         context_reader: ContextReader | None = None,
         passive: bool = False,
+        shared: SharedParts | None = None,
     ) -> None:
         self.host = host
         self.state_dir = state_dir
         self._config_loader = config_loader
         self.config = config_loader(None)
         self.settings = self.config.settings
-        self.connection = HindsightConnection(backend_factory, base_url_resolver)
-        self._deliverer = Deliverer(self.connection)
+        # Shared parts belong to whoever built them (close_shared); this engine never closes them.
+        self._owns_parts = shared is None
+        if shared is None:
+            state = LocalState(state_dir)
+            connection = HindsightConnection(backend_factory, base_url_resolver)
+            shared = SharedParts(state, connection, Retainer(state, host))
+        self.connection = shared.connection
+        self._deliverer = Deliverer(self.connection, host)
         self._read_context = context_reader
         # A command that only looks (``status``): no retain worker, no evidence recording.
         self._passive = passive
-        self.state = LocalState(state_dir)
+        self.state = shared.state
         self.recorder = EvidenceRecorder(self.state)
-        self.retainer = Retainer(self.state, host)
+        self.retainer = shared.retainer
         self._session: Session | None = None
 
     # -- session ---------------------------------------------------------------------------
@@ -266,6 +298,24 @@ class MemoryEngine:
             return delivery.with_notices((notice, *await self._record(request, delivery)))
         return delivery.with_notices(await self._record(request, delivery))
 
+    async def startup_memo(self, request: UserRequest) -> Delivery:
+        """The startup memo alone, for a host that adds context when a session starts; recorded
+        like any request (``prompt`` is empty). Fails open like ``prepare``."""
+        session = self._session
+        memory = session.memory if session else VisibleContext()
+        try:
+            delivery = await self._deliverer.prepare_memo(
+                request,
+                self.scope(),
+                self.settings,
+                memory,
+                off_reason=session.off_reason if session else "no session",
+            )
+        except Exception as error:
+            logger.exception("preparing the startup memo for %s failed", request.request_id)
+            delivery = self._failed(request, "error", f"preparing the memo failed: {error!r}")
+        return delivery.with_notices(await self._record(request, delivery))
+
     def _failed(self, request: UserRequest, outcome: Outcome, reason: str) -> Delivery:
         scope = self.scope()
         details = DeliveryDetails(
@@ -355,13 +405,11 @@ class MemoryEngine:
 
     async def shutdown(self, bound_s: float) -> dict[str, int]:
         """Submit what is ready within ``bound_s``; the rest stays in the outbox for later."""
-        deadline = time.monotonic() + bound_s
-        flushed = await self.retainer.shutdown(deadline)
-        outbox = self.state.outbox
-        pending = await run_store(outbox.unfinished_count) if outbox is not None else 0
-        await self.connection.close()
-        await self.state.close()
-        return {"flushed": flushed, "pending": pending}
+        if not self._owns_parts:  # the process that shares them closes them (close_shared)
+            outbox = self.state.outbox
+            pending = await run_store(outbox.unfinished_count) if outbox is not None else 0
+            return {"flushed": 0, "pending": pending}
+        return await close_shared(SharedParts(self.state, self.connection, self.retainer), bound_s)
 
     # -- status ----------------------------------------------------------------------------
 

@@ -60,6 +60,17 @@ class HostFacts:
 
     name: str  # "pi", "claude-code"
     label: str  # how retain context names the host
+    # The most characters of memory the host passes to the model intact (Claude Code persists
+    # a hook's context over 10,000 characters to a file and sends a preview): the block's
+    # ceiling is clamped to it. None: the configured ceiling alone.
+    max_block_chars: int | None = None
+
+    def block_ceiling_tokens(self, configured: int) -> int:
+        """The per-request token ceiling: the configured one, within the host's limit (the
+        block's estimate is about four characters per token, never fewer)."""
+        if self.max_block_chars is None:
+            return configured
+        return max(100, min(configured, self.max_block_chars // 4))
 
     def session_document(self, session_id: str) -> str:
         return f"{self.name}-session-{session_id}"

@@ -1,0 +1,135 @@
+"""Where retain got to in each Claude Code transcript: a byte-offset cursor per transcript file,
+kept durably in the user's state dir (``claude-code/cursors/``, 0700, each file 0600).
+
+Moving a cursor is write-ahead, so a crash (a ``kill -9`` of the hook or the daemon) anywhere
+loses and duplicates nothing: before a delta is committed to the outbox its end is saved as
+``planned``; after, the cursor moves there. A cursor found with ``planned`` set is redone over
+exactly the same bytes, which give the same request ids, which the outbox stores once. A cursor
+file that cannot be read counts as none (the transcript is read again from its start: the same
+requests, stored once) and says so in the log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from pi_hindsight.errors import InputFileError
+from pi_hindsight.safe_files import BadJson, FileMissing, loads_line, read_bytes
+
+logger = logging.getLogger(__name__)
+
+_MAX_CURSOR_BYTES = 256 << 10
+STALE_AFTER_S = 90 * 86_400
+
+
+@dataclass(frozen=True)
+class Cursor:
+    offset: int = 0
+    planned: int | None = None  # a delta being committed ends here: redo exactly this
+    open_tools: Mapping[str, str] = field(default_factory=dict)  # calls awaiting a result
+    skip_before: str | None = None  # a fork: rows older than this are copied history
+    file_id: tuple[int, int] | None = None  # (st_dev, st_ino): another file resets the cursor
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "offset": self.offset,
+            "planned": self.planned,
+            "openTools": dict(self.open_tools),
+            "skipBefore": self.skip_before,
+            "fileId": None if self.file_id is None else list(self.file_id),
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> Cursor:
+        if not isinstance(data, Mapping):
+            return cls()
+
+        def count(value: object) -> int | None:
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+            return value if ok else None  # type: ignore[return-value]
+
+        tools = data.get("openTools")
+        file_id = data.get("fileId")
+        skip = data.get("skipBefore")
+        return cls(
+            offset=count(data.get("offset")) or 0,
+            planned=count(data.get("planned")),
+            open_tools={
+                str(k): str(v) for k, v in (tools.items() if isinstance(tools, Mapping) else ())
+            },
+            skip_before=skip if isinstance(skip, str) else None,
+            file_id=(count(file_id[0]) or 0, count(file_id[1]) or 0)
+            if isinstance(file_id, list) and len(file_id) == 2
+            else None,
+        )
+
+    def restarted(self) -> Cursor:
+        """The same transcript path now names another file: from its start."""
+        return replace(self, offset=0, planned=None, open_tools={}, file_id=None)
+
+
+class CursorStore:
+    def __init__(self, state_dir: Path) -> None:
+        self.directory = state_dir / "claude-code" / "cursors"
+
+    def _path(self, transcript: Path) -> Path:
+        digest = hashlib.sha256(str(transcript).encode("utf-8", "surrogateescape")).hexdigest()
+        return self.directory / f"{digest[:32]}.json"
+
+    def load(self, transcript: Path) -> Cursor:
+        path = self._path(transcript)
+        try:
+            raw = read_bytes(path, max_bytes=_MAX_CURSOR_BYTES)
+        except FileMissing:
+            return Cursor()
+        except (OSError, InputFileError) as error:
+            logger.warning("cursor %s unreadable (%s); reading %s again", path, error, transcript)
+            return Cursor()
+        try:
+            data = loads_line(raw, max_depth=8)
+        except BadJson as error:
+            logger.warning("cursor %s damaged (%s); reading %s again", path, error, transcript)
+            return Cursor()
+        if isinstance(data, Mapping) and data.get("transcript") not in (None, str(transcript)):
+            return Cursor()  # (a checksum collision: never another file's cursor)
+        return Cursor.from_json(data)
+
+    def save(self, transcript: Path, cursor: Cursor) -> None:
+        """Durably: written to a temporary file, synced, renamed over the old one."""
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.directory.chmod(0o700)
+        path = self._path(transcript)
+        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        data = {"transcript": str(transcript), "updatedAt": time.time(), **cursor.to_json()}
+        encoded = json.dumps(data, ensure_ascii=True).encode("ascii")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, encoded)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        temporary.replace(path)
+
+    def prune(self, max_age_s: float = STALE_AFTER_S) -> int:
+        """Remove cursors of transcripts untouched for ``max_age_s``; returns how many."""
+        removed = 0
+        cutoff = time.time() - max_age_s
+        try:
+            entries = list(self.directory.iterdir())
+        except OSError:
+            return 0
+        for entry in entries:
+            try:
+                if entry.suffix in (".json", ".tmp") and entry.stat().st_mtime < cutoff:
+                    entry.unlink()
+                    removed += 1
+            except OSError:
+                continue
+        return removed
