@@ -6,9 +6,10 @@
  */
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext } from "@mariozechner/pi-coding-agent";
-import { VERSION as PI_VERSION } from "@mariozechner/pi-coding-agent";
+import { getAgentDir, VERSION as PI_VERSION } from "@mariozechner/pi-coding-agent";
 import { Type } from "typebox";
 import { PROTOCOL_VERSION, RpcAbortError, RpcClient, type SpawnSpec, SidecarUnavailableError } from "./rpc-client.ts";
 import {
@@ -27,6 +28,8 @@ import {
 	type ToolSpec,
 } from "./types.ts";
 
+/** This shim's version (= package.json "version"), sent in `initialize`: which files Pi loaded. */
+export const SHIM_VERSION = "0.1.0";
 const STATUS_KEY = "hindsight";
 /** The customType of the hidden memory message (engine/render.py CUSTOM_TYPE). */
 const MEMORY_CUSTOM_TYPE = "hindsight-memory";
@@ -42,21 +45,40 @@ function readyTimeoutMs(env: NodeJS.ProcessEnv = process.env): number | undefine
 const MAX_COMMAND_STEPS = 4;
 
 /**
- * Where the sidecar comes from: `PI_HINDSIGHT_PYTHON`, else `sidecar.json` beside this file
- * (written by `pi-hindsight setup`). Resolved from `import.meta.url`, which is the path Pi loaded
- * (a symlink path stays a symlink path), so the file must live inside the extension folder.
+ * The `sidecar.json` files to look for, first found wins: beside this file (a hand-made or older
+ * install; `import.meta.url` is the path Pi loaded: the symlink path on Pi 0.73.1, the real path on
+ * Pi 1.x), then in the state dir, where `pi-hindsight setup` writes it so that an upgrade of the
+ * Python package (which replaces the files Pi loads in place) keeps it.
  */
+export function sidecarCandidates(env: NodeJS.ProcessEnv = process.env, agentDir: string = getAgentDir()): URL[] {
+	const candidates = [new URL("./sidecar.json", import.meta.url)];
+	const stateDir = env.PI_HINDSIGHT_STATE_DIR;
+	if (stateDir !== undefined && stateDir !== "") candidates.push(pathToFileURL(join(stateDir, "sidecar.json")));
+	candidates.push(pathToFileURL(join(agentDir, "hindsight", "sidecar.json")));
+	return candidates;
+}
+
+/** Where the sidecar comes from: `PI_HINDSIGHT_PYTHON`, else the first `sidecar.json` found. */
 export function findSidecar(
 	env: NodeJS.ProcessEnv = process.env,
-	sidecarJson: URL = new URL("./sidecar.json", import.meta.url),
+	candidates: URL[] = sidecarCandidates(env),
 ): { spec: SpawnSpec } | { problem: string } {
 	const python = env.PI_HINDSIGHT_PYTHON;
 	if (python !== undefined && python !== "") return { spec: { command: python, args: DEFAULT_ARGS } };
-	let text: string;
-	try {
-		text = readFileSync(sidecarJson, "utf8");
-	} catch {
-		return { problem: `${SETUP_HINT} (no interpreter configured: ${fileURLToPath(sidecarJson)} is missing)` };
+	let text: string | undefined;
+	let sidecarJson = candidates[0] ?? new URL("./sidecar.json", import.meta.url);
+	for (const candidate of candidates) {
+		try {
+			text = readFileSync(candidate, "utf8");
+			sidecarJson = candidate;
+			break;
+		} catch {
+			// try the next one
+		}
+	}
+	if (text === undefined) {
+		const looked = candidates.map((url) => fileURLToPath(url)).join(", ");
+		return { problem: `${SETUP_HINT} (no interpreter configured: no sidecar.json in ${looked})` };
 	}
 	try {
 		const config: unknown = JSON.parse(text);
@@ -69,6 +91,21 @@ export function findSidecar(
 		// reported below
 	}
 	return { problem: `${SETUP_HINT} (${fileURLToPath(sidecarJson)} has no "python" entry)` };
+}
+
+/**
+ * One shim per Pi session. Pi does not deduplicate a package and an `extensions/` folder holding
+ * the same extension: both factories run, which would start two sidecars and let the second
+ * replace the first's tools. The first instance to start claims the session on `globalThis`
+ * (shared by every copy in the process); a second stays off with one warning naming both files.
+ */
+const CLAIMS = Symbol.for("pi-hindsight.shim.sessions");
+type Claim = { owner: object; where: string };
+
+function sessionClaims(): Map<string, Claim> {
+	const holder = globalThis as { [CLAIMS]?: Map<string, Claim> };
+	holder[CLAIMS] ??= new Map();
+	return holder[CLAIMS];
 }
 
 function describe(error: unknown): string {
@@ -93,13 +130,17 @@ class HindsightShim {
 	/** Per-call failures already shown; cleared when that call succeeds again. */
 	private readonly shown = new Set<string>();
 	private protocolWarningShown = false;
+	/** The session this instance claimed (see sessionClaims), released at session_shutdown. */
+	private claimed: string | undefined;
 
 	constructor(private readonly pi: ExtensionAPI) {}
 
 	register(): void {
 		const { pi } = this;
 		pi.on("session_start", async (event, ctx) => this.start(event.reason, ctx));
-		pi.on("before_agent_start", async (event, ctx) => this.prepare(event.prompt, ctx));
+		// Pi 1.x also starts runs from another extension's message (`messageType: "custom"`), with
+		// no prompt: no recall for those (R-RECALL-1: recall is for user requests).
+		pi.on("before_agent_start", async (event, ctx) => this.prepare("prompt" in event ? event.prompt : undefined, ctx));
 		pi.on("before_provider_request", (event) => this.confirmDelivery(event.payload));
 		pi.on("message_end", (event) => this.noteAttached(event.message));
 		pi.on("agent_end", async (event, ctx) => this.turnCompleted(event.messages, ctx));
@@ -108,6 +149,7 @@ class HindsightShim {
 		});
 		pi.on("session_shutdown", async (event) => {
 			this.lifetime.abort();
+			if (this.claimed !== undefined && sessionClaims().get(this.claimed)?.owner === this) sessionClaims().delete(this.claimed);
 			await this.client?.close(event.reason, this.timeouts.shutdownMs);
 		});
 	}
@@ -123,6 +165,7 @@ class HindsightShim {
 	private async start(reason: string, ctx: ExtensionContext): Promise<void> {
 		this.ctx = ctx;
 		if (this.client !== undefined || this.off !== undefined) return;
+		if (!this.claim(ctx)) return;
 		const found = findSidecar();
 		if ("problem" in found) {
 			this.disable(found.problem, ctx);
@@ -140,7 +183,14 @@ class HindsightShim {
 			await client.start();
 			const result = await client.request(
 				"initialize",
-				{ protocolVersion: PROTOCOL_VERSION, ...this.sessionParams(ctx), hasUI: ctx.hasUI, reason, piVersion: PI_VERSION },
+				{
+					protocolVersion: PROTOCOL_VERSION,
+					...this.sessionParams(ctx),
+					hasUI: ctx.hasUI,
+					reason,
+					piVersion: PI_VERSION,
+					shimVersion: SHIM_VERSION,
+				},
 				{ timeoutMs: INITIALIZE_TIMEOUT_MS },
 			);
 			const state = parseSessionState(result, "initialize");
@@ -150,6 +200,26 @@ class HindsightShim {
 			this.disable(describe(error), ctx);
 			void client.close("error", 0); // a sidecar that cannot initialize is of no use: stop it
 		}
+	}
+
+	/** Claims the session for this instance; false (with one warning) if another copy holds it. */
+	private claim(ctx: ExtensionContext): boolean {
+		const key = ctx.sessionManager.getSessionId();
+		const where = fileURLToPath(import.meta.url);
+		const holder = sessionClaims().get(key);
+		if (holder !== undefined && holder.owner !== this) {
+			this.off = "another copy of the extension serves this session";
+			this.show(
+				"warning",
+				`pi-hindsight: the extension is loaded twice (${holder.where} and ${where}); this copy stays off. ` +
+					"Run `pi-hindsight setup` to keep one.",
+				ctx,
+			);
+			return false;
+		}
+		sessionClaims().set(key, { owner: this, where });
+		this.claimed = key;
+		return true;
 	}
 
 	/**
@@ -220,13 +290,13 @@ class HindsightShim {
 
 	// -- one user request ---------------------------------------------------------------------------
 
-	private async prepare(prompt: string, ctx: ExtensionContext) {
+	private async prepare(prompt: string | undefined, ctx: ExtensionContext) {
 		this.ctx = ctx;
 		const requestId = randomUUID();
 		const turn: { requestId: string; needle: string | undefined } = { requestId, needle: undefined };
 		this.turn = turn;
 		const client = this.usable();
-		if (client === undefined) return undefined;
+		if (client === undefined || prompt === undefined) return undefined;
 		try {
 			const result = parsePrepareResult(
 				await client.request(
