@@ -145,9 +145,7 @@ def test_a_reload_after_upgrading_the_python_package_runs_the_new_shim(
         rpc.wait_for(
             lambda e: e.get("type") == "response" and e.get("id") == "reload", "the reload"
         )
-        content = _wait_for_log(
-            log, f"initialize (reload): Pi {pi.version}, shim 0.2.0-upgraded"
-        )
+        content = _wait_for_log(log, f"initialize (reload): Pi {pi.version}, shim 0.2.0-upgraded")
         assert "shutting down (reload)" in content  # the old shim's sidecar stopped
     finally:
         assert rpc.close() == 0

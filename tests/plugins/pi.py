@@ -133,10 +133,16 @@ def pi_world(
     base_url = str(getattr(hindsight_server, "base_url"))  # noqa: B009 - plugin type is opaque here
     bank_id = f"test-{uuid.uuid4().hex[:12]}"
     isolated_dirs.mkdir(parents=True, exist_ok=True)
-    (isolated_dirs / "config.json").write_text(
-        json.dumps({"hindsight": {"baseUrl": base_url}, "banks": {"project": {"bankId": bank_id}}}),
-        encoding="utf-8",
-    )
+    config = {
+        "hindsight": {"baseUrl": base_url},
+        "banks": {"project": {"bankId": bank_id}},
+        # The suite runs twice as many Pi sessions (two Pi versions) on a loaded 2-core machine,
+        # where a recall can take longer than the 4 s default bound and a request would go out
+        # without its memory. No test using this world is about that bound (it has tests of its
+        # own, which write their own config).
+        "recall": {"timeoutMs": 30_000},
+    }
+    (isolated_dirs / "config.json").write_text(json.dumps(config), encoding="utf-8")
     return PiWorld(
         pi=pi_binary,
         agent_dir=agent_dir,
