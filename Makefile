@@ -1,6 +1,6 @@
 # pi-hindsight — one entry point for everything.
 #   make demo   install what is needed, start a local Hindsight, show memory carrying across Pi sessions
-#   make test   install what is needed and run every test (Python + TypeScript shim)
+#   make test   install what is needed and run every test (Python + TypeScript shim), on Pi 0.73.1 and 1.x
 #   make check  format check, lint, strict types, then the tests (what CI runs)
 
 PYTHON ?= python3
@@ -10,13 +10,16 @@ STAMP  := $(VENV)/.installed-stamp
 NODE_STAMP := node_modules/.installed-stamp
 CLAUDE_STAMP := claude/node_modules/.installed-stamp
 CLAUDE_EXE := claude/node_modules/@anthropic-ai/claude-code/bin/claude.exe
+# Pi 1.x and the Node 22 it needs (npm's `node` package), in a folder of their own so the root
+# node_modules (Pi 0.73.1, TypeScript, tsx) never puts a `node` shim first on PATH.
+PI1_STAMP  := pi1/node_modules/.installed-stamp
 # torch first and pinned: on these machines 2.13.0 is a CPU wheel on local disk; an unpinned torch
 # would pull a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
 .PHONY: install demo test check lint format types test-python test-shim bench clean
 
-install: $(STAMP) $(NODE_STAMP) $(CLAUDE_STAMP)
+install: $(STAMP) $(NODE_STAMP) $(PI1_STAMP) $(CLAUDE_STAMP)
 
 # The LLM stand-in is a distribution of its own (standin/, not in pi-hindsight's wheel); the demo,
 # `server start --llm offline` and the tests need it.
@@ -37,6 +40,10 @@ $(NODE_STAMP): package.json package-lock.json
 $(CLAUDE_STAMP): claude/package.json claude/package-lock.json
 	npm ci --prefix claude --no-audit --no-fund --loglevel=error
 	test "$$(wc -c < $(CLAUDE_EXE))" -gt 1048576 || (cd claude && node node_modules/@anthropic-ai/claude-code/install.cjs)
+	touch $@
+
+$(PI1_STAMP): pi1/package.json pi1/package-lock.json
+	npm ci --prefix pi1 --no-audit --no-fund --loglevel=error
 	touch $@
 
 demo: install
@@ -75,4 +82,4 @@ bench: install
 	$(PY) bench/retain_bench.py
 
 clean:
-	rm -rf $(VENV) node_modules claude/node_modules .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) node_modules pi1/node_modules claude/node_modules .mypy_cache .ruff_cache .pytest_cache

@@ -1,6 +1,7 @@
 /**
- * The shim inside the real Pi binary (node_modules/.bin/pi, pinned 0.73.1), with the fake sidecar
- * (fixtures/fake-sidecar.mjs) and a fake OpenAI-compatible model, all offline.
+ * The shim inside the real Pi binaries (0.73.1 in node_modules, 1.x in pi1/node_modules: every test
+ * runs on each, helpers/pis.ts), with the fake sidecar (fixtures/fake-sidecar.mjs) and a fake
+ * OpenAI-compatible model, all offline.
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -10,14 +11,27 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { type FakeModel, type Json, messageText, REPLY_TEXT, startFakeModel, TOOL_PROMPT } from "./helpers/fake-model.ts";
+import { PIS, type PiUnderTest } from "./helpers/pis.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const PI = join(ROOT, "node_modules", ".bin", "pi");
 const SHIM_DIR = join(ROOT, "src", "pi_hindsight", "shim");
 const FAKE_SIDECAR = join(ROOT, "shim-tests", "fixtures", "fake-sidecar.mjs");
+const SHIM_VERSION = (JSON.parse(readFileSync(join(SHIM_DIR, "package.json"), "utf8")) as { version: string }).version;
 const MEMORY = 'Remembered: the user likes "tabs"\nand\tnewlines ☃ \u2028 end';
 
+/** Another extension starting a run with its own message, as subagent or scheduler extensions do. */
+const TRIGGER_EXTENSION = `
+import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
+export default function (pi: ExtensionAPI) {
+	pi.registerCommand("trigger", { description: "t", handler: async (_args, ctx) => {
+		pi.sendMessage({ customType: "other-ext", content: "custom trigger", display: true }, { triggerTurn: true });
+		await ctx.waitForIdle(); // print mode would otherwise exit before the run it started
+	} });
+}
+`;
+
 interface Setup {
+	pi: PiUnderTest;
 	agentDir: string;
 	cwd: string;
 	sidecarLog: string;
@@ -25,18 +39,23 @@ interface Setup {
 
 const tempDirs: string[] = [];
 
-/** A fresh agent dir with the provider config and the extension installed as `pi-hindsight setup` would. */
-function setUp(model: FakeModel, python: string = process.execPath): Setup {
+/** The shim's files copied into `folder` (a package folder or an extensions/ folder). */
+function copyShim(folder: string): void {
+	mkdirSync(folder, { recursive: true });
+	for (const name of readdirSync(SHIM_DIR)) {
+		if (name.endsWith(".ts") || name === "package.json") copyFileSync(join(SHIM_DIR, name), join(folder, name));
+	}
+}
+
+/** A fresh agent dir with the provider config and the extension installed as `pi-hindsight setup` would (the copy form). */
+function setUp(pi: PiUnderTest, model: FakeModel, python: string = process.execPath): Setup {
 	const base = mkdtempSync(join(tmpdir(), "shim-pi-"));
 	tempDirs.push(base);
 	const agentDir = join(base, "agent");
 	const extDir = join(agentDir, "extensions", "pi-hindsight");
 	const cwd = join(base, "project");
-	mkdirSync(extDir, { recursive: true });
+	copyShim(extDir);
 	mkdirSync(cwd);
-	for (const name of readdirSync(SHIM_DIR)) {
-		if (name.endsWith(".ts") || name === "package.json") copyFileSync(join(SHIM_DIR, name), join(extDir, name));
-	}
 	writeFileSync(join(extDir, "sidecar.json"), JSON.stringify({ python, args: [FAKE_SIDECAR] }));
 	const provider = {
 		baseUrl: `http://127.0.0.1:${model.port}/v1`,
@@ -47,7 +66,7 @@ function setUp(model: FakeModel, python: string = process.execPath): Setup {
 	};
 	writeFileSync(join(agentDir, "models.json"), JSON.stringify({ providers: { local: provider } }));
 	writeFileSync(join(agentDir, "settings.json"), JSON.stringify({ defaultProvider: "local", defaultModel: "local-model" }));
-	return { agentDir, cwd, sidecarLog: join(base, "sidecar.jsonl") };
+	return { pi, agentDir, cwd, sidecarLog: join(base, "sidecar.jsonl") };
 }
 
 interface PiRun {
@@ -60,12 +79,13 @@ interface PiRun {
 function piEnv(setup: Setup, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
 	const env: NodeJS.ProcessEnv = { ...process.env, PI_CODING_AGENT_DIR: setup.agentDir, PI_OFFLINE: "1", FAKE_SIDECAR_LOG: setup.sidecarLog, ...extra };
 	delete env.PI_HINDSIGHT_PYTHON;
-	return env;
+	delete env.PI_HINDSIGHT_STATE_DIR;
+	return setup.pi.env(env);
 }
 
 function runPi(setup: Setup, args: string[], extraEnv: NodeJS.ProcessEnv = {}): Promise<PiRun> {
 	const started = Date.now();
-	const child = spawn(PI, args, { cwd: setup.cwd, env: piEnv(setup, extraEnv), stdio: ["ignore", "pipe", "pipe"] });
+	const child = spawn(setup.pi.bin, args, { cwd: setup.cwd, env: piEnv(setup, extraEnv), stdio: ["ignore", "pipe", "pipe"] });
 	let stdout = "";
 	let stderr = "";
 	child.stdout.setEncoding("utf8").on("data", (text: string) => (stdout += text));
@@ -97,10 +117,9 @@ function assertGone(pid: number | undefined): void {
 	assert.throws(() => process.kill(pid, 0), /ESRCH/, "the sidecar is not left running");
 }
 
-describe("pi with the shim", { timeout: 120_000 }, () => {
+for (const pi of PIS) describe(`pi ${pi.version} with the shim`, { timeout: 300_000, skip: pi.missing ?? false }, () => {
 	let model: FakeModel;
 	before(async () => {
-		assert.ok(existsSync(PI), `run npm install first: ${PI} is missing`);
 		model = await startFakeModel();
 	});
 	after(async () => {
@@ -109,7 +128,7 @@ describe("pi with the shim", { timeout: 120_000 }, () => {
 	});
 
 	it("places the memory right after the user message, confirms delivery and exits promptly", async () => {
-		const setup = setUp(model);
+		const setup = setUp(pi, model);
 		const first = model.requests.length;
 		const run = await runPi(setup, ["-p", "hello"]);
 		assert.equal(run.code, 0, run.stderr);
@@ -134,7 +153,8 @@ describe("pi with the shim", { timeout: 120_000 }, () => {
 		assert.equal(init.cwd, setup.cwd);
 		assert.equal(init.hasUI, false);
 		assert.equal(init.reason, "startup");
-		assert.equal(init.piVersion, "0.73.1");
+		assert.equal(init.piVersion, pi.version);
+		assert.equal(init.shimVersion, SHIM_VERSION);
 		assert.match(String(init.sessionId), /^[0-9a-f-]{36}$/);
 		const prepare = byMethod("prepareMemory");
 		assert.equal(prepare.prompt, "hello");
@@ -146,16 +166,26 @@ describe("pi with the shim", { timeout: 120_000 }, () => {
 		assert.deepEqual(byMethod("memoryAttached"), { requestId: prepare.requestId });
 		const turn = byMethod("turnCompleted");
 		assert.equal(turn.requestId, prepare.requestId);
-		assert.match(String(turn.memoryEntryId), /^[0-9a-f]{8}$/, "the session entry of the memory message");
-		const turnMessages = turn.messages as Json[];
-		assert.ok(turnMessages.some((m) => m.role === "custom" && m.customType === "hindsight-memory"), "agent_end's messages, as Pi gives them");
-		assert.ok(turnMessages.some((m) => m.role === "assistant"));
+		if (pi.line === "1.x") {
+			// Pi 1.x: the request ends at agent_settled; the shim sends the session entries it added
+			// (the sidecar finds the memory entry among them), not agent_end's messages.
+			const entries = turn.entries as Json[];
+			assert.deepEqual(turn.messages, []);
+			const memory = entries.find((e) => e.type === "custom_message" && e.customType === "hindsight-memory");
+			assert.match(String(memory?.id), /^[0-9a-f]{8}$/, "the session entry of the memory message");
+			assert.ok(entries.some((e) => e.type === "message" && (e.message as Json | undefined)?.role === "assistant"));
+		} else {
+			assert.match(String(turn.memoryEntryId), /^[0-9a-f]{8}$/, "the session entry of the memory message");
+			const turnMessages = turn.messages as Json[];
+			assert.ok(turnMessages.some((m) => m.role === "custom" && m.customType === "hindsight-memory"), "agent_end's messages, as Pi gives them");
+			assert.ok(turnMessages.some((m) => m.role === "assistant"));
+		}
 		assert.deepEqual(byMethod("shutdown"), { reason: "quit" });
 		assertGone(log[0]?.pid);
 	});
 
 	it("registers the sidecar's tools and routes calls to it", async () => {
-		const setup = setUp(model);
+		const setup = setUp(pi, model);
 		const first = model.requests.length;
 		const run = await runPi(setup, ["-p", TOOL_PROMPT]);
 		assert.equal(run.code, 0, run.stderr);
@@ -174,7 +204,7 @@ describe("pi with the shim", { timeout: 120_000 }, () => {
 	});
 
 	it("runs a sidecar command without a model call", async () => {
-		const setup = setUp(model);
+		const setup = setUp(pi, model);
 		const first = model.requests.length;
 		const run = await runPi(setup, ["-p", "/hindsight-test some args"]);
 		assert.equal(run.code, 0, run.stderr);
@@ -188,7 +218,7 @@ describe("pi with the shim", { timeout: 120_000 }, () => {
 	});
 
 	it("fails open when the interpreter does not exist", async () => {
-		const setup = setUp(model, "/nonexistent/bin/python3");
+		const setup = setUp(pi, model, "/nonexistent/bin/python3");
 		const first = model.requests.length;
 		const run = await runPi(setup, ["-p", "hello"]);
 		assert.equal(run.code, 0, run.stderr);
@@ -202,7 +232,7 @@ describe("pi with the shim", { timeout: 120_000 }, () => {
 	});
 
 	it("fails open with the setup hint when sidecar.json is missing", async () => {
-		const setup = setUp(model);
+		const setup = setUp(pi, model);
 		const extDir = join(setup.agentDir, "extensions", "pi-hindsight");
 		writeFileSync(join(extDir, "sidecar.json"), "{}");
 		const run = await runPi(setup, ["-p", "hello"]);
@@ -212,7 +242,7 @@ describe("pi with the shim", { timeout: 120_000 }, () => {
 	});
 
 	it("fails open when the sidecar never becomes ready (bounded start-up)", async () => {
-		const setup = setUp(model);
+		const setup = setUp(pi, model);
 		const run = await runPi(setup, ["-p", "hello"], { FAKE_SIDECAR_MODE: "no-ready", PI_HINDSIGHT_READY_TIMEOUT_MS: "1500" });
 		assert.equal(run.code, 0, run.stderr);
 		assert.equal(run.stdout.trim(), REPLY_TEXT);
@@ -222,7 +252,7 @@ describe("pi with the shim", { timeout: 120_000 }, () => {
 	});
 
 	it("goes on without memory when prepareMemory times out, and cancels it", async () => {
-		const setup = setUp(model);
+		const setup = setUp(pi, model);
 		const first = model.requests.length;
 		const run = await runPi(setup, ["-p", "hello"], { FAKE_SIDECAR_MODE: "hang-prepare", FAKE_SIDECAR_PREPARE_MS: "300" });
 		assert.equal(run.code, 0, run.stderr);
@@ -239,7 +269,7 @@ describe("pi with the shim", { timeout: 120_000 }, () => {
 	});
 
 	it("shows one warning and stops forwarding when the sidecar crashes mid-session", async () => {
-		const setup = setUp(model);
+		const setup = setUp(pi, model);
 		const run = await runPi(setup, ["-p", "hello", "second prompt"], { FAKE_SIDECAR_MODE: "crash-on-prepare" });
 		assert.equal(run.code, 0, run.stderr);
 		assert.equal(run.stdout.trim(), `${REPLY_TEXT}`, "print mode prints the last answer");
@@ -250,9 +280,67 @@ describe("pi with the shim", { timeout: 120_000 }, () => {
 		assert.deepEqual(methods, ["started", "initialize", "prepareMemory"], "nothing is sent after the crash");
 	});
 
+	it("loads as a Pi package, with sidecar.json from the state dir", async () => {
+		const setup = setUp(pi, model);
+		// The package form of `pi-hindsight setup`: a settings.json entry (what `pi install <dir>`
+		// writes), the files loaded in place, sidecar.json in <agent dir>/hindsight/.
+		rmSync(join(setup.agentDir, "extensions"), { recursive: true });
+		const packageDir = join(setup.agentDir, "..", "site-packages", "pi_hindsight", "shim");
+		copyShim(packageDir);
+		const settings = JSON.parse(readFileSync(join(setup.agentDir, "settings.json"), "utf8")) as Json;
+		writeFileSync(join(setup.agentDir, "settings.json"), JSON.stringify({ ...settings, packages: [packageDir] }));
+		mkdirSync(join(setup.agentDir, "hindsight"));
+		writeFileSync(join(setup.agentDir, "hindsight", "sidecar.json"), JSON.stringify({ python: process.execPath, args: [FAKE_SIDECAR] }));
+		const run = await runPi(setup, ["-p", "hello"]);
+		assert.equal(run.code, 0, run.stderr);
+		assert.equal(run.stdout.trim(), REPLY_TEXT);
+		const methods = sidecarLog(setup).map((m) => m.method ?? m.event);
+		assert.deepEqual(methods.slice(0, 3), ["started", "initialize", "prepareMemory"]);
+	});
+
+	it("stays off with one warning when it is loaded twice (a package and an extensions/ copy)", async () => {
+		// Regression: Pi runs both factories for a package and an extensions/ folder holding the same
+		// extension; each started its own sidecar, and the second replaced the first's tools.
+		const setup = setUp(pi, model);
+		const packageDir = join(setup.agentDir, "..", "pkg", "shim");
+		copyShim(packageDir);
+		const settings = JSON.parse(readFileSync(join(setup.agentDir, "settings.json"), "utf8")) as Json;
+		writeFileSync(join(setup.agentDir, "settings.json"), JSON.stringify({ ...settings, packages: [packageDir] }));
+		const first = model.requests.length;
+		const run = await runPi(setup, ["-p", TOOL_PROMPT]);
+		assert.equal(run.code, 0, run.stderr);
+		const warnings = run.stderr.split("\n").filter((line) => line.includes("loaded twice"));
+		assert.equal(warnings.length, 1, `exactly one warning:\n${run.stderr}`);
+		assert.match(warnings[0] ?? "", /this copy stays off\. Run `pi-hindsight setup` to keep one\./);
+		const log = sidecarLog(setup);
+		assert.equal(log.filter((m) => m.event === "started").length, 1, "one sidecar");
+		assert.equal(log.filter((m) => m.method === "prepareMemory").length, 1, "one recall");
+		// The serving copy's tool still works (the other one registered nothing over it).
+		assert.equal(log.filter((m) => m.method === "toolCall").length, 1);
+		const toolResult = ((model.requests[first + 1]?.messages ?? []) as Json[]).find((m) => m.role === "tool");
+		assert.equal(messageText(toolResult), "echo: hi");
+	});
+
+	it("tells the sidecar a run another extension's message started is not a user request (Pi 1.x)", { skip: pi.line === "1.x" ? false : "Pi 1.x only" }, async () => {
+		// Regression: Pi 1.x starts such a run with before_agent_start{messageType: "custom"} and no
+		// prompt; the shim sent prepareMemory without one ("prompt: Field required" from the sidecar).
+		const setup = setUp(pi, model);
+		writeFileSync(join(setup.agentDir, "extensions", "trigger.ts"), TRIGGER_EXTENSION);
+		const first = model.requests.length;
+		const run = await runPi(setup, ["-p", "/trigger"]);
+		assert.equal(run.code, 0, run.stderr);
+		assert.equal(model.requests.length, first + 1, "the custom message started one run");
+		assert.ok(JSON.stringify(model.requests[first]?.messages).includes("custom trigger"));
+		const log = sidecarLog(setup);
+		const prepare = log.find((m) => m.method === "prepareMemory")?.params as Json | undefined;
+		assert.deepEqual([prepare?.messageType, prepare?.customType, prepare?.prompt], ["custom", "other-ext", ""]);
+		assert.ok(log.some((m) => m.method === "turnCompleted"), "the run is still reported");
+		assert.doesNotMatch(run.stderr, /\[hindsight\]/);
+	});
+
 	it("asks for consent in RPC mode without blocking start-up, then applies the answer", async () => {
-		const setup = setUp(model);
-		const child = spawn(PI, ["--mode", "rpc"], { cwd: setup.cwd, env: piEnv(setup, { FAKE_SIDECAR_MODE: "consent" }), stdio: ["pipe", "pipe", "pipe"] });
+		const setup = setUp(pi, model);
+		const child = spawn(pi.bin, ["--mode", "rpc"], { cwd: setup.cwd, env: piEnv(setup, { FAKE_SIDECAR_MODE: "consent" }), stdio: ["pipe", "pipe", "pipe"] });
 		const events: Json[] = [];
 		let buffered = "";
 		child.stdout.setEncoding("utf8").on("data", (text: string) => {

@@ -35,6 +35,7 @@ from hindsight_api.engine.search import think_utils
 from pi_hindsight_standin import ScriptError
 from pi_hindsight_standin import reflect_role as rr
 from tests.agent_models import AgentStandIn
+from tests.plugins.pi_versions import PiInstall
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
@@ -804,13 +805,13 @@ def test_cli_refuses_a_bad_script(tmp_path: Path) -> None:
 # -- the real Pi ------------------------------------------------------------------------------
 
 
-def _pi(pi_binary: Path, agent_dir: Path, cwd: Path, prompt: str) -> str:
+def _pi(pi_binary: PiInstall, agent_dir: Path, cwd: Path, prompt: str) -> str:
     from tests.plugins.standin import pi_env
 
     result = subprocess.run(
-        [str(pi_binary), "-p", prompt],
+        pi_binary.argv("-p", prompt),
         cwd=cwd,
-        env=pi_env(agent_dir),
+        env=pi_env(agent_dir, pi=pi_binary),
         capture_output=True,
         text=True,
         timeout=120,
@@ -828,7 +829,7 @@ def _agent_dir(tmp_path: Path, standin: AgentStandIn) -> Path:
 
 @pytest.mark.pi
 def test_real_pi_prints_a_scripted_reply(
-    chat_standin: AgentStandIn, pi_binary: Path, tmp_path: Path
+    chat_standin: AgentStandIn, pi_binary: PiInstall, tmp_path: Path
 ) -> None:
     chat_standin.set_script(SCRIPT)
     agent_dir = _agent_dir(tmp_path, chat_standin)
@@ -840,7 +841,7 @@ def test_real_pi_prints_a_scripted_reply(
 
 @pytest.mark.pi
 def test_real_pi_runs_a_tool_call_and_gets_the_follow_up(
-    chat_standin: AgentStandIn, pi_binary: Path, tmp_path: Path
+    chat_standin: AgentStandIn, pi_binary: PiInstall, tmp_path: Path
 ) -> None:
     (tmp_path / "notes.txt").write_text("standin-tool-ok\n", encoding="utf-8")
     chat_standin.set_script(

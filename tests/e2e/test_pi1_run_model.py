@@ -10,7 +10,6 @@ Hindsight and in the evidence ledger for one of these.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,13 +20,9 @@ from tests.e2e.test_memory_loop import FACT, QUESTION, _memory_after, _messages,
 from tests.integration.retain_support import BankView
 from tests.plugins.pi import PiRpc, PiWorld, make_repo
 
-pytestmark = [pytest.mark.server, pytest.mark.pi]
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-PI1_CANDIDATES = (
-    os.environ.get("PI1_BIN", ""),
-    str(PROJECT_ROOT / "pi1" / "node_modules" / ".bin" / "pi"),
-)
+# Only Pi 1.x has this run model (agent_settled, custom-message runs, retries inside one run);
+# `pi_world` runs these tests on the Pi 1.x of tests/plugins/pi_versions.py, Node 22 first on PATH.
+pytestmark = [pytest.mark.server, pytest.mark.pi, pytest.mark.pi_only("1.x")]
 
 # A second user extension, as subagent / build-watcher extensions do: its command starts a run
 # with its own message (Pi 1.x: before_agent_start{messageType:"custom"}, no prompt).
@@ -63,17 +58,6 @@ export default function (pi: any) {
 \t});
 }
 """
-
-
-@pytest.fixture
-def pi_binary(monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Pi 1.x (these tests are about its run model), with its own Node first on PATH."""
-    for candidate in PI1_CANDIDATES:
-        path = Path(candidate)
-        if candidate and path.is_file() and os.access(path, os.X_OK):
-            monkeypatch.setenv("PATH", f"{path.parent}{os.pathsep}{os.environ['PATH']}")
-            return path
-    pytest.skip("no Pi 1.x: run `make install` (pi1/) or set $PI1_BIN")
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from pi_hindsight.hosts.pi.explain import explain
 from pi_hindsight.hosts.pi.session_file import find_session_file, read_session
 from pi_hindsight.stores.evidence import EvidenceLedger, PreparedRecord
 from tests.agent_models import AgentStandIn
+from tests.plugins.pi_versions import PiInstall
 from tests.plugins.standin import pi_env, write_pi_agent_dir
 
 pytestmark = [pytest.mark.pi]
@@ -47,7 +48,7 @@ PROMPTS = ("where do we deploy?", "and the lint rules?", "NOMEM what time is it"
 
 
 @pytest.fixture
-def pi_session(tmp_path: Path, pi_binary: Path, chat_standin: AgentStandIn) -> dict[str, Any]:
+def pi_session(tmp_path: Path, pi_binary: PiInstall, chat_standin: AgentStandIn) -> dict[str, Any]:
     agent = write_pi_agent_dir(tmp_path / "agent", chat_standin)
     chat_standin.set_script(
         {
@@ -67,10 +68,10 @@ def pi_session(tmp_path: Path, pi_binary: Path, chat_standin: AgentStandIn) -> d
     log = tmp_path / "probe.jsonl"
     work = tmp_path / "work"
     work.mkdir()
-    env = pi_env(agent)
+    env = pi_env(agent, pi=pi_binary)
     env["PROBE_LOG"] = str(log)
     completed = subprocess.run(
-        [str(pi_binary), "-e", str(probe), "-p", *PROMPTS],
+        pi_binary.argv("-e", str(probe), "-p", *PROMPTS),
         cwd=work,
         env=env,
         capture_output=True,

@@ -2,8 +2,10 @@
 real Hindsight from the launcher.
 
 - ``pi_world`` (function): an isolated Pi agent dir (``$PI_CODING_AGENT_DIR`` of the test) with
-  the extension installed by ``install_extension``, Pi pointed at ``chat_standin``, our state dir
-  configured for the session's Hindsight server and a bank of its own (fresh per test).
+  the extension installed by ``install_extension`` (the copy form; ``tests/e2e/test_install.py``
+  covers the package form), Pi pointed at ``chat_standin``, our state dir configured for the
+  session's Hindsight server and a bank of its own (fresh per test). It runs on every Pi version
+  (``pi_binary``); ``world.pi`` says which.
 - ``make_repo(path, remote=None)``: a git repository (optionally with an origin URL; nothing is
   ever fetched).
 """
@@ -27,6 +29,7 @@ import pytest
 
 from pi_hindsight.cli.setup_cmd import install_extension
 from tests.agent_models import AgentStandIn
+from tests.plugins.pi_versions import PiInstall
 from tests.plugins.standin import pi_env, write_pi_agent_dir
 
 PI_TIMEOUT_S = 120
@@ -58,7 +61,7 @@ def make_repo(path: Path, remote: str | None = None) -> Path:
 
 @dataclass
 class PiWorld:
-    pi: Path
+    pi: PiInstall
     agent_dir: Path
     state_dir: Path
     bank_id: str
@@ -66,7 +69,7 @@ class PiWorld:
     standin: AgentStandIn
 
     def env(self) -> dict[str, str]:
-        env = pi_env(self.agent_dir)
+        env = pi_env(self.agent_dir, pi=self.pi)
         env["PI_HINDSIGHT_STATE_DIR"] = str(self.state_dir)
         return env
 
@@ -74,7 +77,7 @@ class PiWorld:
         self, cwd: Path, *prompts: str, args: tuple[str, ...] = (), check: bool = True
     ) -> subprocess.CompletedProcess[str]:
         completed = subprocess.run(
-            [str(self.pi), *args, "-p", *prompts],
+            self.pi.argv(*args, "-p", *prompts),
             cwd=cwd,
             env=self.env(),
             capture_output=True,
@@ -119,21 +122,27 @@ class PiWorld:
 @pytest.fixture
 def pi_world(
     tmp_path: Path,
-    pi_binary: Path,
+    pi_binary: PiInstall,
     chat_standin: AgentStandIn,
     hindsight_server: object,
     isolated_dirs: Path,
 ) -> PiWorld:
     agent_dir = Path(os.environ["PI_CODING_AGENT_DIR"])
     write_pi_agent_dir(agent_dir, chat_standin)
-    install_extension(agent_dir, sys.executable)
+    install_extension(agent_dir, sys.executable, isolated_dirs)
     base_url = str(getattr(hindsight_server, "base_url"))  # noqa: B009 - plugin type is opaque here
     bank_id = f"test-{uuid.uuid4().hex[:12]}"
     isolated_dirs.mkdir(parents=True, exist_ok=True)
-    (isolated_dirs / "config.json").write_text(
-        json.dumps({"hindsight": {"baseUrl": base_url}, "banks": {"project": {"bankId": bank_id}}}),
-        encoding="utf-8",
-    )
+    config = {
+        "hindsight": {"baseUrl": base_url},
+        "banks": {"project": {"bankId": bank_id}},
+        # The suite runs twice as many Pi sessions (two Pi versions) on a loaded 2-core machine,
+        # where a recall can take longer than the 4 s default bound and a request would go out
+        # without its memory. No test using this world is about that bound (it has tests of its
+        # own, which write their own config).
+        "recall": {"timeoutMs": 30_000},
+    }
+    (isolated_dirs / "config.json").write_text(json.dumps(config), encoding="utf-8")
     return PiWorld(
         pi=pi_binary,
         agent_dir=agent_dir,
@@ -151,7 +160,7 @@ class PiRpc:
         self.events: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self.process = subprocess.Popen(
-            [str(world.pi), "--mode", "rpc"],
+            world.pi.argv("--mode", "rpc"),
             cwd=cwd,
             env=world.env(),
             stdin=subprocess.PIPE,

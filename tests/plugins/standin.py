@@ -9,8 +9,10 @@ Load it with ``-p tests.plugins.standin`` (or from a conftest's ``pytest_plugins
 - ``write_pi_agent_dir(agent_dir, standin)``: models.json + settings.json pointing Pi's
   ``local`` provider at the stand-in's ``/pi/v1``; ``pi_env(agent_dir)`` is the environment
   to run Pi with (``PI_CODING_AGENT_DIR`` and ``PI_OFFLINE=1``, so the real home is untouched).
-- ``pi_binary`` (fixture): the real Pi executable from ``$PI_BIN``, else the project's
-  ``node_modules/.bin/pi``; the test is skipped, with the reason, when there is none.
+- ``pi_binary`` (fixture, parametrised): a real Pi (:class:`PiInstall`) — each test that uses it
+  runs on Pi 0.73.1 and on Pi 1.x (``tests/plugins/pi_versions.py``: where they come from,
+  ``$PI_BIN`` / ``$PI1_BIN``, ``@pytest.mark.pi_only("1.x")``); skipped, with the reason, when that
+  version is not installed. Run it as ``pi_binary.argv(...)`` with ``pi_env(agent, pi=pi_binary)``.
 """
 
 from __future__ import annotations
@@ -24,10 +26,8 @@ from typing import Any
 import pytest
 
 from tests.agent_models import AgentStandIn
+from tests.plugins.pi_versions import PI_INSTALLS, PiInstall, default_install
 
-PI_BIN_ENV = "PI_BIN"
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_PI_BIN = PROJECT_ROOT / "node_modules" / ".bin" / "pi"
 PROVIDER = "local"
 MODEL_ID = "local-model"
 
@@ -70,31 +70,45 @@ def write_pi_agent_dir(
     return agent_dir
 
 
-def pi_env(agent_dir: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment to run Pi with: isolated agent dir, no update checks or telemetry."""
+def pi_env(
+    agent_dir: Path, base: Mapping[str, str] | None = None, *, pi: PiInstall | None = None
+) -> dict[str, str]:
+    """The environment to run Pi with: isolated agent dir, no update checks or telemetry, and
+    for Pi 1.x its Node first on PATH."""
     env = dict(os.environ if base is None else base)
     env["PI_CODING_AGENT_DIR"] = str(agent_dir)
     env["PI_OFFLINE"] = "1"
-    return env
+    return env if pi is None else pi.env(env)
 
 
-def find_pi_binary() -> tuple[Path | None, str]:
-    """The Pi executable to test with, or ``None`` and why there is none."""
-    configured = os.environ.get(PI_BIN_ENV)
-    if configured:
-        path = Path(configured)
-        if path.is_file() and os.access(path, os.X_OK):
-            return path, ""
-        return None, f"${PI_BIN_ENV}={configured} is not an executable file"
-    if DEFAULT_PI_BIN.is_file() and os.access(DEFAULT_PI_BIN, os.X_OK):
-        return DEFAULT_PI_BIN, ""
-    return None, f"no Pi binary: set ${PI_BIN_ENV} or run `npm ci` (looked for {DEFAULT_PI_BIN})"
+def _lines_allowed(metafunc: pytest.Metafunc) -> set[str] | None:
+    marker = metafunc.definition.get_closest_marker("pi_only")
+    if marker is None:
+        return None
+    allowed = {str(arg) for arg in marker.args}
+    known = {pi.line for pi in PI_INSTALLS}
+    if not allowed or not allowed <= known:
+        raise pytest.UsageError(
+            f"{metafunc.definition.nodeid}: pi_only{marker.args!r} names no Pi version line; "
+            f"use one or more of {sorted(known)}"
+        )
+    return allowed
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test needing a Pi runs once per Pi version line (ids ``pi-0.73.1``, ``pi-1.6.0``)."""
+    if "pi_binary" not in metafunc.fixturenames:
+        return
+    allowed = _lines_allowed(metafunc)
+    installs = [pi for pi in PI_INSTALLS if allowed is None or pi.line in allowed]
+    metafunc.parametrize("pi_binary", installs, ids=[pi.test_id for pi in installs], indirect=True)
 
 
 @pytest.fixture
-def pi_binary() -> Path:
-    """The real Pi binary; skips the test (with the reason) when it is not installed."""
-    path, reason = find_pi_binary()
-    if path is None:
+def pi_binary(request: pytest.FixtureRequest) -> PiInstall:
+    """The real Pi of this test's version; skips the test (with the reason) when it is missing."""
+    pi: PiInstall = getattr(request, "param", None) or default_install()
+    reason = pi.unusable()
+    if reason:
         pytest.skip(reason)
-    return path
+    return pi

@@ -6,9 +6,10 @@
  */
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext } from "@mariozechner/pi-coding-agent";
-import { VERSION as PI_VERSION } from "@mariozechner/pi-coding-agent";
+import { getAgentDir, VERSION as PI_VERSION } from "@mariozechner/pi-coding-agent";
 import { Type } from "typebox";
 import { PROTOCOL_VERSION, RpcAbortError, RpcClient, type SpawnSpec, SidecarUnavailableError } from "./rpc-client.ts";
 import {
@@ -29,6 +30,8 @@ import {
 	type TurnParams,
 } from "./types.ts";
 
+/** This shim's version (= package.json "version"), sent in `initialize`: which files Pi loaded. */
+export const SHIM_VERSION = "0.1.0";
 const STATUS_KEY = "hindsight";
 /** The customType of the hidden memory message (engine/render.py CUSTOM_TYPE). */
 const MEMORY_CUSTOM_TYPE = "hindsight-memory";
@@ -44,21 +47,40 @@ function readyTimeoutMs(env: NodeJS.ProcessEnv = process.env): number | undefine
 const MAX_COMMAND_STEPS = 4;
 
 /**
- * Where the sidecar comes from: `PI_HINDSIGHT_PYTHON`, else `sidecar.json` beside this file
- * (written by `pi-hindsight setup`). Resolved from `import.meta.url`, which is the path Pi loaded
- * (a symlink path stays a symlink path), so the file must live inside the extension folder.
+ * The `sidecar.json` files to look for, first found wins: beside this file (a hand-made or older
+ * install; `import.meta.url` is the path Pi loaded: the symlink path on Pi 0.73.1, the real path on
+ * Pi 1.x), then in the state dir, where `pi-hindsight setup` writes it so that an upgrade of the
+ * Python package (which replaces the files Pi loads in place) keeps it.
  */
+export function sidecarCandidates(env: NodeJS.ProcessEnv = process.env, agentDir: string = getAgentDir()): URL[] {
+	const candidates = [new URL("./sidecar.json", import.meta.url)];
+	const stateDir = env.PI_HINDSIGHT_STATE_DIR;
+	if (stateDir !== undefined && stateDir !== "") candidates.push(pathToFileURL(join(stateDir, "sidecar.json")));
+	candidates.push(pathToFileURL(join(agentDir, "hindsight", "sidecar.json")));
+	return candidates;
+}
+
+/** Where the sidecar comes from: `PI_HINDSIGHT_PYTHON`, else the first `sidecar.json` found. */
 export function findSidecar(
 	env: NodeJS.ProcessEnv = process.env,
-	sidecarJson: URL = new URL("./sidecar.json", import.meta.url),
+	candidates: URL[] = sidecarCandidates(env),
 ): { spec: SpawnSpec } | { problem: string } {
 	const python = env.PI_HINDSIGHT_PYTHON;
 	if (python !== undefined && python !== "") return { spec: { command: python, args: DEFAULT_ARGS } };
-	let text: string;
-	try {
-		text = readFileSync(sidecarJson, "utf8");
-	} catch {
-		return { problem: `${SETUP_HINT} (no interpreter configured: ${fileURLToPath(sidecarJson)} is missing)` };
+	let text: string | undefined;
+	let sidecarJson = candidates[0] ?? new URL("./sidecar.json", import.meta.url);
+	for (const candidate of candidates) {
+		try {
+			text = readFileSync(candidate, "utf8");
+			sidecarJson = candidate;
+			break;
+		} catch {
+			// try the next one
+		}
+	}
+	if (text === undefined) {
+		const looked = candidates.map((url) => fileURLToPath(url)).join(", ");
+		return { problem: `${SETUP_HINT} (no interpreter configured: no sidecar.json in ${looked})` };
 	}
 	try {
 		const config: unknown = JSON.parse(text);
@@ -71,6 +93,21 @@ export function findSidecar(
 		// reported below
 	}
 	return { problem: `${SETUP_HINT} (${fileURLToPath(sidecarJson)} has no "python" entry)` };
+}
+
+/**
+ * One shim per Pi session. Pi does not deduplicate a package and an `extensions/` folder holding
+ * the same extension: both factories run, which would start two sidecars and let the second
+ * replace the first's tools. The first instance to start claims the session on `globalThis`
+ * (shared by every copy in the process); a second stays off with one warning naming both files.
+ */
+const CLAIMS = Symbol.for("pi-hindsight.shim.sessions");
+type Claim = { owner: object; where: string };
+
+function sessionClaims(): Map<string, Claim> {
+	const holder = globalThis as { [CLAIMS]?: Map<string, Claim> };
+	holder[CLAIMS] ??= new Map();
+	return holder[CLAIMS];
 }
 
 function describe(error: unknown): string {
@@ -158,6 +195,8 @@ class HindsightShim {
 	/** Per-call failures already shown; cleared when that call succeeds again. */
 	private readonly shown = new Set<string>();
 	private protocolWarningShown = false;
+	/** The session this instance claimed (see sessionClaims), released at session_shutdown. */
+	private claimed: string | undefined;
 
 	constructor(private readonly pi: ExtensionAPI) {}
 
@@ -180,6 +219,7 @@ class HindsightShim {
 			// A run that never settled (it failed to start) is still one request: finish it first.
 			if (this.turn !== undefined && this.settles) await this.finish(ctx);
 			this.lifetime.abort();
+			if (this.claimed !== undefined && sessionClaims().get(this.claimed)?.owner === this) sessionClaims().delete(this.claimed);
 			await this.client?.close(event.reason, this.timeouts.shutdownMs);
 		});
 	}
@@ -195,6 +235,7 @@ class HindsightShim {
 	private async start(reason: string, ctx: ExtensionContext): Promise<void> {
 		this.ctx = ctx;
 		if (this.client !== undefined || this.off !== undefined) return;
+		if (!this.claim(ctx)) return;
 		const found = findSidecar();
 		if ("problem" in found) {
 			this.disable(found.problem, ctx);
@@ -212,7 +253,14 @@ class HindsightShim {
 			await client.start();
 			const result = await client.request(
 				"initialize",
-				{ protocolVersion: PROTOCOL_VERSION, ...this.sessionParams(ctx), hasUI: ctx.hasUI, reason, piVersion: PI_VERSION },
+				{
+					protocolVersion: PROTOCOL_VERSION,
+					...this.sessionParams(ctx),
+					hasUI: ctx.hasUI,
+					reason,
+					piVersion: PI_VERSION,
+					shimVersion: SHIM_VERSION,
+				},
 				{ timeoutMs: INITIALIZE_TIMEOUT_MS },
 			);
 			const state = parseSessionState(result, "initialize");
@@ -222,6 +270,26 @@ class HindsightShim {
 			this.disable(describe(error), ctx);
 			void client.close("error", 0); // a sidecar that cannot initialize is of no use: stop it
 		}
+	}
+
+	/** Claims the session for this instance; false (with one warning) if another copy holds it. */
+	private claim(ctx: ExtensionContext): boolean {
+		const key = ctx.sessionManager.getSessionId();
+		const where = fileURLToPath(import.meta.url);
+		const holder = sessionClaims().get(key);
+		if (holder !== undefined && holder.owner !== this) {
+			this.off = "another copy of the extension serves this session";
+			this.show(
+				"warning",
+				`pi-hindsight: the extension is loaded twice (${holder.where} and ${where}); this copy stays off. ` +
+					"Run `pi-hindsight setup` to keep one.",
+				ctx,
+			);
+			return false;
+		}
+		sessionClaims().set(key, { owner: this, where });
+		this.claimed = key;
+		return true;
 	}
 
 	/**

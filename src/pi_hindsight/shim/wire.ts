@@ -10,6 +10,7 @@ export interface InitializeParams {
 	hasUI?: boolean;
 	reason?: string;
 	piVersion?: string | null;
+	shimVersion?: string | null;
 }
 
 export interface CommandSpecWire {

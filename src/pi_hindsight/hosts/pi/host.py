@@ -115,6 +115,9 @@ class PiHost:
                 f"protocol version {parsed.protocol_version} is not supported "
                 f"(this sidecar speaks {PROTOCOL_VERSION}); run `pi-hindsight setup` again",
             )
+        logger.info(
+            "initialize (%s): Pi %s, shim %s", parsed.reason, parsed.pi_version, parsed.shim_version
+        )
         info = SessionInfo(
             session_id=parsed.session_id,
             cwd=session_start_dir(parsed.session_file, Path(parsed.cwd)),

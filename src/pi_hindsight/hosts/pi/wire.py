@@ -52,6 +52,8 @@ class InitializeParams(WireModel):
     has_ui: bool = Field(default=False, alias="hasUI")
     reason: str = Field(default="startup", max_length=64)
     pi_version: str | None = Field(default=None, alias="piVersion", max_length=64)
+    # The shim's own version (index.ts SHIM_VERSION): which extension files Pi loaded.
+    shim_version: str | None = Field(default=None, alias="shimVersion", max_length=64)
 
 
 class ConsentParams(WireModel):
