@@ -106,7 +106,8 @@ def _choose(
 @click.option(
     "--uninstall",
     is_flag=True,
-    help="Remove the extension (either form) and sidecar.json; config and memory stay.",
+    help="Remove what setup installed (Pi: the extension in either form and sidecar.json; "
+    "claude-code: exactly what setup added); config and memory stay.",
 )
 @click.option("--yes", "-y", is_flag=True, help="Never ask; use flags and defaults.")
 @click.option(
@@ -120,9 +121,6 @@ def _choose(
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
     help="claude-code: the home whose .claude/ and .claude.json to change (default: ~).",
-)
-@click.option(
-    "--uninstall", is_flag=True, help="claude-code: remove exactly what setup added there."
 )
 @json_option
 def setup(
@@ -138,7 +136,6 @@ def setup(
     yes: bool,
     host: str,
     claude_home: Path | None,
-    uninstall: bool,
     as_json: bool,
 ) -> None:
     """Install the Pi extension (or, with --host claude-code, the Claude Code hooks, MCP server
@@ -163,8 +160,8 @@ def setup(
             python=python, home=claude_home, updates=updates, uninstall=uninstall, as_json=as_json
         )
         return
-    if uninstall or claude_home is not None:
-        raise click.UsageError("--uninstall and --claude-home go with --host claude-code")
+    if claude_home is not None:
+        raise click.UsageError("--claude-home goes with --host claude-code")
     agent = pi_agent_dir() if agent_dir is None else agent_dir
     env = dict(os.environ)
     env["PI_CODING_AGENT_DIR"] = str(agent)
