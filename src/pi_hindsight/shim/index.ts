@@ -71,6 +71,16 @@ export function findSidecar(
 	return { problem: `${SETUP_HINT} (${fileURLToPath(sidecarJson)} has no "python" entry)` };
 }
 
+/**
+ * [lean delivery] Pi 1.x's mutable system prompt sections (`event.systemPromptOptions.sections`,
+ * set again on every run or Pi drops them); undefined where Pi has none (0.73.1).
+ */
+function promptSections(event: unknown): Record<string, string> | undefined {
+	const options = (event as { systemPromptOptions?: { sections?: unknown } }).systemPromptOptions;
+	const sections = options?.sections;
+	return typeof sections === "object" && sections !== null ? (sections as Record<string, string>) : undefined;
+}
+
 function describe(error: unknown): string {
 	return error instanceof Error ? error.message : String(error);
 }
@@ -93,13 +103,15 @@ class HindsightShim {
 	/** Per-call failures already shown; cleared when that call succeeds again. */
 	private readonly shown = new Set<string>();
 	private protocolWarningShown = false;
+	/** [lean delivery] The last framing the sidecar gave (kept when a call fails: a stable prefix). */
+	private framing: { section: string; text: string } | null = null;
 
 	constructor(private readonly pi: ExtensionAPI) {}
 
 	register(): void {
 		const { pi } = this;
 		pi.on("session_start", async (event, ctx) => this.start(event.reason, ctx));
-		pi.on("before_agent_start", async (event, ctx) => this.prepare(event.prompt, ctx));
+		pi.on("before_agent_start", async (event, ctx) => this.prepare(event.prompt, ctx, promptSections(event)));
 		pi.on("before_provider_request", (event) => this.confirmDelivery(event.payload));
 		pi.on("message_end", (event) => this.noteAttached(event.message));
 		pi.on("agent_end", async (event, ctx) => this.turnCompleted(event.messages, ctx));
@@ -220,7 +232,16 @@ class HindsightShim {
 
 	// -- one user request ---------------------------------------------------------------------------
 
-	private async prepare(prompt: string, ctx: ExtensionContext) {
+	private async prepare(prompt: string, ctx: ExtensionContext, sections?: Record<string, string>) {
+		try {
+			return await this.prepareMessage(prompt, ctx, sections !== undefined);
+		} finally {
+			// [lean delivery] The framing as a system prompt section, on every run (Pi 1.x).
+			if (sections !== undefined && this.framing !== null) sections[this.framing.section] = this.framing.text;
+		}
+	}
+
+	private async prepareMessage(prompt: string, ctx: ExtensionContext, canSetSystemSection: boolean) {
 		this.ctx = ctx;
 		const requestId = randomUUID();
 		const turn: { requestId: string; needle: string | undefined } = { requestId, needle: undefined };
@@ -231,13 +252,14 @@ class HindsightShim {
 			const result = parsePrepareResult(
 				await client.request(
 					"prepareMemory",
-					{ requestId, prompt, ...this.sessionParams(ctx) },
+					{ requestId, prompt, ...this.sessionParams(ctx), canSetSystemSection },
 					// ctx.signal is undefined during before_agent_start in Pi 0.73.1 (the agent run
 					// starts afterwards); it is passed anyway so an abort cancels at once if Pi sets it.
 					{ timeoutMs: this.timeouts.prepareMs, signal: ctx.signal },
 				),
 			);
 			this.shown.delete("prepareMemory");
+			this.framing = result.framing; // [lean delivery] null: memory is off, no section
 			this.showNotices(result.notices, ctx);
 			this.setStatus(result.statusLine, ctx);
 			const message = result.message;

@@ -124,6 +124,18 @@ def diagnose(record: EvidenceRecord) -> Diagnosis:
             f"{record.omitted} recalled record(s) were left out by the token budget and never "
             "delivered: a relevant fact may be among them (a delivery exclusion by budget)."
         )
+    in_memo = record.omitted_by.get("inMemo", 0)
+    if in_memo:
+        notes.append(
+            f"{in_memo} recalled record(s) were left out because the startup memo in the "
+            "context (this block's or an earlier one's) states them."
+        )
+    already = record.omitted_by.get("alreadyDelivered", 0)
+    if already:
+        notes.append(
+            f"{already} recalled record(s) were left out as already delivered in the visible "
+            "session context."
+        )
     if record.memo is not None:
         notes.append(
             f"the startup memo {record.memo.memo_id} was included (refreshed "
