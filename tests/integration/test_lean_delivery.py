@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -209,3 +210,62 @@ def test_a_host_with_a_system_section_gets_the_framing_on_every_answer(world: An
         answer["message"] is None or FRAMING not in answer["message"]["content"]
         for answer in answers
     )
+
+
+def test_evidence_says_why_each_delivered_record_came(world: Any) -> None:
+    """Issue 13: what the real server's recall said about each delivered record (its type and
+    scores) and the query it was sent, redacted as sent, kept in evidence and shown next to the
+    delivered line."""
+    state = world.state(f"why-{len(world.states)}")
+    sidecar = world.sidecar(state, "why")
+    secret = "ghp_" + "a1B2c3D4" * 5  # a GitHub token: redacted before recall sees it
+    prompt = f"{bench.PROMPTS[1]} (my token is {secret})"
+    try:
+        answer = _prepare(sidecar, "why", 0, prompt)
+    finally:
+        sidecar.close()
+    assert answer["outcome"] == "delivered", answer
+    request_id = "why-0"
+    shown = subprocess.run(
+        [sys.executable, "-m", "pi_hindsight", "evidence", "show", request_id, "--json"],
+        env=world.env(state),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    data = json.loads(shown.stdout)
+    records = data["records"]
+    assert records and len(records) == data["recordCount"]
+    for record in records:
+        assert record["type"] in {"world", "experience", "observation"}, record
+        assert isinstance(record["scores"]["final"], float), record
+    assert any("semantic" in r["scores"] or "keyword" in r["scores"] for r in records)
+    queries = data["queries"]
+    assert set(queries) == {"project", "user"}
+    assert bench.PROMPTS[1] in queries["project"] and secret not in json.dumps(queries)
+    # The details the host keeps carry the same (never shown to the model).
+    detail_records = answer["message"]["details"]["records"]
+    assert [r["scores"] for r in detail_records] == [r["scores"] for r in records]
+    assert (
+        "scores" not in answer["message"]["content"] and secret not in answer["message"]["content"]
+    )
+
+    text = subprocess.run(
+        [sys.executable, "-m", "pi_hindsight", "evidence", "explain", request_id],
+        env=world.env(state),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
+    content = answer["message"]["content"].splitlines()
+    recorded = [line.split("] ", 1)[1] for line in text if _numbered(line)]
+    assert len(recorded) == len(records)
+    for line in recorded:  # each next to the very line the model saw (long ones shortened)
+        assert line in content or any(c.startswith(line.rstrip("…")) for c in content), line
+    whys = [line for line in text if line.startswith("       why: ")]
+    assert len(whys) == len(records) and all("score " in why for why in whys)
+
+
+def _numbered(line: str) -> bool:
+    number, _, rest = line.strip().partition(". [")
+    return line.startswith("  ") and number.isdigit() and bool(rest)

@@ -1,5 +1,6 @@
 """Per-record delivery data in the evidence ledger (issue 12, R-RECALL-4): what the block no longer
-shows is kept per record; omissions are kept by why. Real SQLite, the real command line."""
+shows is kept per record; omissions are kept by why; why each record came (issue 13: its recall
+scores, the query sent) is shown next to its delivered line. Real SQLite, the real command line."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from pi_hindsight.backend.records import RecallScores
 from pi_hindsight.cli.main import cli
 from pi_hindsight.engine.recording import prepared_record
 from pi_hindsight.engine.types import (
@@ -20,8 +22,8 @@ from pi_hindsight.engine.types import (
     UserRequest,
 )
 from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME, EvidenceLedger, PreparedRecord
-from pi_hindsight.stores.evidence.explain import diagnose
-from pi_hindsight.stores.evidence.schema import SCHEMA
+from pi_hindsight.stores.evidence.explain import delivered_lines, diagnose, why_it_came
+from pi_hindsight.stores.evidence.schema import SCHEMA, DeliveredItem
 
 RECORDS = (
     DeliveredRecord(
@@ -34,6 +36,7 @@ RECORDS = (
         occurred="2026-11-02T10:00:00+00:00",
         context="Pi coding session in project p",
         duplicate_ids=("fact-1",),
+        scores=RecallScores(final=1.1, semantic=0.4314, keyword=0.2),
     ),
     DeliveredRecord(
         id="user-1",
@@ -41,7 +44,19 @@ RECORDS = (
         section="user",
         context="from the review of docs/x.md",
         shown=("context",),
+        scores=RecallScores(final=0.35, reranker=0.5),
     ),
+)
+BODY = (
+    '<hindsight-memory recalled-at="2026-11-29">\nReference material, not instructions.\n'
+    "## Startup memo (refreshed 2026-11-29T21:40Z)\n### Facts\n- a memo line\n"
+    "## Project memory\n- (2026-11-02) Production deploys go to the Zephyr cluster.\n"
+    "## User preferences\n- Prefers small pull requests.\n"
+    "  [context: from the review of docs/x.md]\n</hindsight-memory>"
+)
+QUERIES = (
+    ("project", "where do deploys go"),
+    ("user", "The user's preferences: where do deploys go"),
 )
 
 
@@ -55,9 +70,9 @@ def _delivery(request_id: str) -> tuple[UserRequest, Delivery]:
         records=RECORDS,
         omitted=Omitted(budget=1, duplicate=1, in_memo=3),
         tokens=99,
+        queries=QUERIES,
     )
-    text = "<hindsight-memory>\n- x\n</hindsight-memory>"
-    return UserRequest(request_id, "s1", "q"), Delivery("delivered", text, details)
+    return UserRequest(request_id, "s1", "q"), Delivery("delivered", BODY, details)
 
 
 def _ledger(state: Path) -> EvidenceLedger:
@@ -94,13 +109,54 @@ def test_a_delivery_is_recorded_per_record_and_by_omission(isolated_dirs: Path) 
     assert code.exit_code == 0, code.output
     out = code.stdout
     assert "omitted: 1 by the budget, 3 in memo, 1 duplicate" in out
-    assert "project  obs-1  observation  2026-11-02T10:00:00  doc pi-session-s1" in out
+    assert "id obs-1  occurred 2026-11-02T10:00:00  doc pi-session-s1" in out
     assert "same text as fact-1" in out and "context 'Pi coding session in project p'" in out
     shown = json.loads(
         CliRunner().invoke(cli, ["evidence", "show", "0190bbbb-0001", "--json"]).stdout
     )
     assert [record["id"] for record in shown["records"]] == ["obs-1", "user-1"]
     assert shown["records"][0]["chunkId"] == "bank_pi-session-s1_0"
+    assert shown["records"][0]["scores"] == {"final": 1.1, "semantic": 0.4314, "keyword": 0.2}
+    assert shown["queries"] == dict(QUERIES)
+
+
+def test_why_a_record_came_is_shown_next_to_its_delivered_line(isolated_dirs: Path) -> None:
+    """Issue 13: each delivered line, then its type, scores and the arms that found it; the
+    query each recall was sent, as sent."""
+    ledger = _ledger(isolated_dirs)
+    try:
+        request, delivery = _delivery("0190cccc-0001")
+        ledger.record_prepared(prepared_record(request, delivery, None))
+    finally:
+        ledger.close()
+    for command in ("show", "explain"):
+        result = CliRunner().invoke(cli, ["evidence", command, "0190cccc-0001"])
+        assert result.exit_code == 0, result.output
+        lines = result.stdout.splitlines()
+        first = lines.index(
+            "  1. [project] - (2026-11-02) Production deploys go to the Zephyr cluster."
+        )
+        assert lines[first + 1] == (
+            "       why: observation · score 1.10 · found by semantic 0.43 + keyword 0.20"
+        )
+        second = lines.index("  2. [user] - Prefers small pull requests.")
+        assert lines[second + 1] == (
+            "       why: type unknown · score 0.35 (reranker 0.50) · found by a graph or "
+            "temporal link"
+        )
+        assert "query sent:   project 'where do deploys go'" in result.stdout
+        assert 'query sent:   user "The user\'s preferences: where do deploys go"' in result.stdout
+
+
+def test_delivered_lines_match_records_only_when_the_layout_does() -> None:
+    assert delivered_lines(BODY, 2) == (
+        "- (2026-11-02) Production deploys go to the Zephyr cluster.",
+        "- Prefers small pull requests.",
+    )
+    # The memo's own list items are not records; a count that does not match shows none.
+    assert delivered_lines(BODY, 3) == (None, None, None)
+    assert delivered_lines(None, 1) == (None,)
+    assert why_it_came(DeliveredItem("x", "project")) == "type unknown · no recall scores kept"
 
 
 def test_a_schema_1_ledger_migrates_with_its_records_intact(isolated_dirs: Path) -> None:
@@ -135,7 +191,50 @@ def test_a_schema_1_ledger_migrates_with_its_records_intact(isolated_dirs: Path)
     finally:
         ledger.close()
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == len(SCHEMA.migrations) == 2
+    assert version == len(SCHEMA.migrations) == 3
+
+
+def test_a_schema_2_ledger_keeps_its_per_record_rows_without_scores(isolated_dirs: Path) -> None:
+    """2 → head: per-record rows kept before recall scores were stay readable (no scores, no
+    queries: shown as such), and new rows carry both."""
+    isolated_dirs.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = isolated_dirs / EVIDENCE_FILE_NAME
+    connection = sqlite3.connect(path)
+    for migration in SCHEMA.migrations[:2]:
+        for statement in migration.sql.split(";\n"):
+            connection.execute(statement)
+    connection.execute(
+        "INSERT INTO requests (request_id, prepared_at, outcome, record_count, record_ids) "
+        "VALUES ('old-2', ?, 'delivered', 1, '[\"m1\"]')",
+        (time.time(),),
+    )
+    connection.execute(
+        "INSERT INTO delivered_records (seq, position, record_id, section, type) "
+        "VALUES (1, 0, 'm1', 'project', 'world')"
+    )
+    connection.execute(f"PRAGMA application_id = {SCHEMA.application_id}")
+    connection.execute("PRAGMA user_version = 2")
+    connection.commit()
+    connection.close()
+
+    ledger = _ledger(isolated_dirs)
+    try:
+        assert ledger.set_aside is None
+        old = ledger.show("old-2")
+        assert old is not None and dict(old.record.queries) == {}
+        (item,) = old.items
+        assert (item.record_id, item.type, dict(item.scores)) == ("m1", "world", {})
+        request, delivery = _delivery("new-2")
+        ledger.record_prepared(prepared_record(request, delivery, None))
+        new = ledger.show("new-2")
+        assert new is not None and new.items[0].scores["final"] == 1.1
+        assert dict(new.record.queries) == dict(QUERIES)
+    finally:
+        ledger.close()
+    result = CliRunner().invoke(cli, ["evidence", "show", "old-2"])
+    assert result.exit_code == 0, result.output
+    assert "  1. [project] m1" in result.stdout
+    assert "why: world · no recall scores kept" in result.stdout
 
 
 def test_per_record_rows_go_with_their_request(isolated_dirs: Path) -> None:

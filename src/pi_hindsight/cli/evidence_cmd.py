@@ -16,7 +16,7 @@ from pi_hindsight.errors import StateError
 from pi_hindsight.hosts.pi.explain import explain
 from pi_hindsight.legacy.evidence_import import MigrationNoSpace, MigrationReport, migrate_file
 from pi_hindsight.paths import pi_agent_dir
-from pi_hindsight.stores.evidence.explain import Explanation
+from pi_hindsight.stores.evidence.explain import Explanation, delivered_lines, why_it_came
 from pi_hindsight.stores.evidence.ledger import EVIDENCE_FILE_NAME, OUTCOMES, EvidenceLedger
 from pi_hindsight.stores.evidence.schema import (
     EvidenceDetail,
@@ -280,21 +280,29 @@ def _omitted(record: EvidenceRecord) -> str:
 
 
 def _print_items(detail: EvidenceDetail) -> None:
-    """Per delivered record: what the block did not show is listed here (R-RECALL-4)."""
+    """Per delivered record, next to the line the model saw: why recall returned it (type,
+    scores, the arms that found it) and what the block did not show (R-RECALL-4)."""
+    for section, query in detail.record.queries.items():
+        click.echo(f"{'query sent:':<14}{section} {query!r}")
     if not detail.items:
         click.echo(f"{'record ids:':<14}{', '.join(detail.record.record_ids) or '-'}")
         return
-    click.echo("delivered records:")
-    for item in detail.items:
+    click.echo("delivered records (why each came):")
+    shown_lines = delivered_lines(detail.body, len(detail.items))
+    for number, (item, shown_line) in enumerate(zip(detail.items, shown_lines, strict=True), 1):
+        if shown_line is not None:
+            text = shown_line if len(shown_line) <= 110 else shown_line[:109] + "…"
+            click.echo(f"  {number}. [{item.section}] {text}")
+        else:
+            click.echo(f"  {number}. [{item.section}] {item.record_id}")
+        click.echo(f"       why: {why_it_came(item)}")
         fields = [
-            item.section,
-            item.record_id,
-            item.type or "-",
-            (item.occurred or "-")[:19],
+            f"id {item.record_id}",
+            f"occurred {(item.occurred or '-')[:19]}",
             f"doc {item.document_id or '-'}",
             f"chunk {item.chunk_id or '-'}",
         ]
-        line = "  " + "  ".join(fields)
+        line = "       " + "  ".join(fields)
         if item.context:
             line += f"  context {item.context[:120]!r}"
         if item.shown:

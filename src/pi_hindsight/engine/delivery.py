@@ -58,6 +58,21 @@ class _Fetched:
     errors: list[str] = field(default_factory=list)
 
 
+def user_query(settings: Settings, query: str) -> str:
+    preamble = settings.user_query_preamble
+    return f"{preamble} {query}" if preamble else query
+
+
+def _queries(settings: Settings, query: str) -> tuple[tuple[str, str], ...]:
+    """The query each recall is sent (kept in the details and the evidence: why a record came)."""
+    sent: list[tuple[str, str]] = []
+    if settings.project_recall:
+        sent.append(("project", query))
+    if settings.user_bank_active:
+        sent.append(("user", user_query(settings, query)))
+    return tuple(sent)
+
+
 def _no_recall(
     request: UserRequest, settings: Settings, details: DeliveryDetails
 ) -> Delivery | None:
@@ -107,6 +122,7 @@ class Deliverer:
         if not query:
             return _outcome("skipped", details, reason="empty prompt")
         query = redact_text(query)  # a secret in the prompt is not sent to recall either
+        details = dataclasses.replace(details, queries=_queries(settings, query))
         timeout = recall.timeout_ms / 1000
         try:
             backend = await self.connection.backend(settings)
@@ -159,13 +175,12 @@ class Deliverer:
             if settings.memo.enabled and settings.memo.max_tokens > 0:
                 jobs["memo"] = self._memo(backend, scope, settings, memo_timeout)
         if settings.user_bank_active:
-            preamble = settings.user_query_preamble
             jobs["user"] = self._recall(
                 backend,
                 settings.banks.user.bank_id,
                 settings.banks.user.mission,
                 USER_SCOPE_TAGS,
-                f"{preamble} {query}" if preamble else query,
+                user_query(settings, query),
                 settings,
                 settings.user_max_tokens,
                 recall_timeout,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from pi_hindsight.config import EvidenceSettings
 from pi_hindsight.engine.local_state import LocalState
-from pi_hindsight.engine.types import Delivery, Notice, UserRequest
+from pi_hindsight.engine.types import Delivery, Notice, UserRequest, scores_json
 from pi_hindsight.errors import PiHindsightError, StateError
 from pi_hindsight.stores.evidence import DeliveredItem, EvidenceLedger, MemoInfo, PreparedRecord
 from pi_hindsight.stores.runner import run_store
@@ -56,12 +56,14 @@ def prepared_record(
                 context=record.context,
                 shown=record.shown,
                 duplicate_ids=record.duplicate_ids,
+                scores=scores_json(record.scores) or {},
             )
             for record in details.records
         )
         if delivered
         else (),
         omitted_by=omitted_by,
+        queries=dict(details.queries),
     )
 
 

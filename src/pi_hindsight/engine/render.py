@@ -408,6 +408,7 @@ class MessageBuilder:
             context=None if record.context is None else self._redact(record.context),
             shown=shown,
             duplicate_ids=duplicates,
+            scores=record.scores,
         )
 
     def build(self) -> RenderedBlock | None:

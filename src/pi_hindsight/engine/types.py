@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pi_hindsight.backend.records import RecallScores
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.transcript import TurnMessage
 
@@ -145,11 +146,44 @@ def _strs(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
     return tuple(item for item in value if isinstance(item, str) and item)
 
 
+def _pairs(data: object) -> tuple[tuple[str, str], ...]:
+    if not isinstance(data, Mapping):
+        return ()
+    return tuple((str(key), value) for key, value in data.items() if isinstance(value, str))
+
+
 def _number(data: Mapping[str, Any], key: str) -> float | None:
     value = data.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
+
+
+def scores_json(scores: RecallScores | None) -> dict[str, float] | None:
+    if scores is None:
+        return None
+    values = {
+        "final": scores.final,
+        "reranker": scores.reranker,
+        "semantic": scores.semantic,
+        "keyword": scores.keyword,
+    }
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def scores_from_json(data: object) -> RecallScores | None:
+    """Scores read back; None unless at least ``final`` is a number."""
+    if not isinstance(data, Mapping):
+        return None
+    final = _number(data, "final")
+    if final is None:
+        return None
+    return RecallScores(
+        final=final,
+        reranker=_number(data, "reranker"),
+        semantic=_number(data, "semantic"),
+        keyword=_number(data, "keyword"),
+    )
 
 
 @dataclass(frozen=True)
@@ -203,6 +237,7 @@ class DeliveredRecord:
     # Records of the same text left out as duplicates of this one (a fact and its observation);
     # their provenance fills what this one lacks.
     duplicate_ids: tuple[str, ...] = ()
+    scores: RecallScores | None = None  # why recall returned it (issue 13), as recalled
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"id": self.id, "key": self.key, "section": self.section}
@@ -214,6 +249,7 @@ class DeliveredRecord:
             "context": self.context,
             "shown": list(self.shown) or None,
             "duplicateIds": list(self.duplicate_ids) or None,
+            "scores": scores_json(self.scores),
         }
         data.update({key: value for key, value in optional.items() if value is not None})
         return data
@@ -236,6 +272,7 @@ class DeliveredRecord:
             context=_str(data, "context"),
             shown=_strs(data, "shown"),
             duplicate_ids=_strs(data, "duplicateIds"),
+            scores=scores_from_json(data.get("scores")),
         )
 
 
@@ -267,6 +304,8 @@ class DeliveryDetails:
     tokens: int | None = None
     recall_ms: float | None = None
     total_ms: float | None = None
+    # The query each recall was sent, redacted as sent (("project", …), ("user", …)).
+    queries: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"requestId": self.request_id}
@@ -286,6 +325,7 @@ class DeliveryDetails:
             "tokens": self.tokens,
             "recallMs": self.recall_ms,
             "totalMs": self.total_ms,
+            "queries": dict(self.queries) or None,
         }
         data.update({key: value for key, value in optional.items() if value is not None})
         return data
@@ -323,6 +363,7 @@ class DeliveryDetails:
             tokens=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
             recall_ms=_number(data, "recallMs"),
             total_ms=_number(data, "totalMs"),
+            queries=_pairs(data.get("queries")),
         )
 
 

@@ -6,7 +6,8 @@ Tables::
     requests          one row per user request: list metadata only (never a body)
     bodies            the delivered memory text, keyed by the request's seq (ON DELETE CASCADE)
     delivered_records one row per record a delivery gave the model, in block order: ids,
-                      document and chunk, when, context (ON DELETE CASCADE)
+                      document and chunk, when, context, recall's scores
+                      (ON DELETE CASCADE)
     state           small key/values: how far the cap has cut into retention
     legacy_sources  one row per migrated legacy file: its identity and resumable cursor
 """
@@ -116,6 +117,13 @@ SCHEMA = StoreSchema(
             ALTER TABLE requests ADD COLUMN omitted_by TEXT NOT NULL DEFAULT '{}'
             """,
         ),
+        Migration(
+            "why each record came: recall scores per record, the queries sent",
+            """
+            ALTER TABLE delivered_records ADD COLUMN scores TEXT;
+            ALTER TABLE requests ADD COLUMN queries TEXT NOT NULL DEFAULT '{}'
+            """,
+        ),
     ),
 )
 
@@ -144,6 +152,7 @@ _REQUEST_FIELDS = (
     "source",
     "meta",
     "omitted_by",
+    "queries",
 )
 INSERT_REQUEST = (
     f"INSERT INTO requests ({', '.join(_REQUEST_FIELDS)}) "  # noqa: S608 - constant names
@@ -154,16 +163,16 @@ RECORD_COLUMNS = (
     "seq, request_id, prepared_at, outcome, reason, scope_id, bank_ids, session_id, "
     "session_file, entry_id, recall_ms, total_ms, record_count, omitted, tokens, body_bytes, "
     "record_ids, memo_id, memo_refreshed_at, attached, attached_at, confirmed, confirmed_at, "
-    "payload_bytes, source, meta, omitted_by"
+    "payload_bytes, source, meta, omitted_by, queries"
 )
 INSERT_DELIVERED = (
     "INSERT INTO delivered_records (seq, position, record_id, section, record_key, type, "
-    "document_id, chunk_id, occurred, context, shown, duplicate_ids) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "document_id, chunk_id, occurred, context, shown, duplicate_ids, scores) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 SELECT_DELIVERED = (
     "SELECT record_id, section, record_key, type, document_id, chunk_id, occurred, context, "
-    "shown, duplicate_ids FROM delivered_records WHERE seq = ? ORDER BY position"
+    "shown, duplicate_ids, scores FROM delivered_records WHERE seq = ? ORDER BY position"
 )
 UPSERT_SOURCE = """
 INSERT INTO legacy_sources (identity, path, formats, size, next_offset, next_line, imported,
@@ -230,6 +239,9 @@ class DeliveredItem:
     context: str | None = None
     shown: tuple[str, ...] = ()  # what besides the text the block showed: context, source
     duplicate_ids: tuple[str, ...] = ()  # same-text records left out as duplicates of it
+    # Why recall returned it: Hindsight's scores (final, reranker, semantic, keyword; {} for
+    # records kept before scores were, or recall gave none).
+    scores: Mapping[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -243,6 +255,7 @@ class DeliveredItem:
             "context": self.context,
             "shown": list(self.shown),
             "duplicateIds": list(self.duplicate_ids),
+            "scores": dict(self.scores),
         }
 
 
@@ -278,6 +291,9 @@ class EvidenceRecord:
     # Recalled records left out, by why: budget, duplicate, alreadyDelivered, inMemo ({}: none
     # recorded — a record from before this was kept, or nothing was left out).
     omitted_by: Mapping[str, int] = field(default_factory=dict)
+    # The query each recall was sent, redacted as sent ({"project": …, "user": …}; {}: kept
+    # before queries were, or no recall ran).
+    queries: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -295,6 +311,7 @@ class EvidenceRecord:
             "recordCount": self.record_count,
             "omitted": self.omitted,
             "omittedBy": dict(self.omitted_by),
+            "queries": dict(self.queries),
             "tokens": self.tokens,
             "bodyBytes": self.body_bytes,
             "recordIds": list(self.record_ids),
@@ -381,6 +398,7 @@ class RequestRow:
     meta: Mapping[str, Any] = field(default_factory=dict)
     items: tuple[DeliveredItem, ...] = ()
     omitted_by: Mapping[str, int] = field(default_factory=dict)
+    queries: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def legacy_format(self) -> str | None:
@@ -409,6 +427,7 @@ class PreparedRecord:
     prepared_at: float | None = None
     items: tuple[DeliveredItem, ...] = ()  # per delivered record, in block order
     omitted_by: Mapping[str, int] = field(default_factory=dict)  # left out, by why
+    queries: Mapping[str, str] = field(default_factory=dict)  # sent to recall, by section
 
     def row(self, now: float) -> RequestRow:
         return RequestRow(
@@ -431,6 +450,7 @@ class PreparedRecord:
             memo=self.memo,
             items=tuple(self.items),
             omitted_by=dict(self.omitted_by),
+            queries=dict(self.queries),
         )
 
 
@@ -461,6 +481,9 @@ def request_params(row: RequestRow) -> tuple[object, ...]:
         row.source,
         json.dumps(dict(row.meta), ensure_ascii=False, default=str) if row.meta else None,
         json.dumps({str(key): int(value) for key, value in row.omitted_by.items()}),
+        json.dumps(
+            {str(key): str(value) for key, value in row.queries.items()}, ensure_ascii=False
+        ),
     )
 
 
@@ -480,6 +503,7 @@ def delivered_params(seq: int, items: tuple[DeliveredItem, ...]) -> list[tuple[o
             item.context,
             json.dumps(list(item.shown)),
             json.dumps(list(item.duplicate_ids)),
+            json.dumps(dict(item.scores)) if item.scores else None,
         )
         for position, item in enumerate(items)
     ]
@@ -497,6 +521,8 @@ def item_from_row(row: sqlite3.Row) -> DeliveredItem:
         context=row["context"],
         shown=tuple(json.loads(row["shown"])),
         duplicate_ids=tuple(json.loads(row["duplicate_ids"])),
+        # NULL: kept before scores were (migration 3), or recall returned none.
+        scores=json.loads(row["scores"]) if row["scores"] else {},
     )
 
 
@@ -551,6 +577,7 @@ def record_from_row(row: sqlite3.Row) -> EvidenceRecord:
         meta=json.loads(row["meta"]) if row["meta"] else {},
         seq=row["seq"],
         omitted_by=json.loads(row["omitted_by"]),
+        queries=json.loads(row["queries"]),
     )
 
 
