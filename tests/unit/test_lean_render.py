@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pi_hindsight.backend.records import MemoryRecord
+from pi_hindsight.backend.records import MemoryRecord, RecallScores
 from pi_hindsight.engine.memo_overlap import MemoStatements, words
 from pi_hindsight.engine.render import (
     FRAMING,
@@ -250,6 +250,7 @@ def test_details_round_trip_with_per_record_data_and_the_framing_flag() -> None:
         context=DEFAULT_CONTEXT,
         shown=("context",),
         duplicate_ids=("m2",),
+        scores=RecallScores(final=1.1, semantic=0.43),
     )
     details = DeliveryDetails(
         request_id="r",
@@ -258,18 +259,28 @@ def test_details_round_trip_with_per_record_data_and_the_framing_flag() -> None:
         records=(record,),
         framed=False,
         omitted=Omitted(budget=1, in_memo=2),
+        queries=(("project", "where do deploys go"),),
     )
     data = json.loads(json.dumps(details.to_json()))
+    assert data["records"][0]["scores"] == {"final": 1.1, "semantic": 0.43}
     assert data["framed"] is False and data["omitted"]["inMemo"] == 2
     back = DeliveryDetails.from_json(data)
     assert back is not None and back.records == (record,) and back.framed is False
     assert back.omitted == Omitted(budget=1, in_memo=2)
+    assert back.queries == (("project", "where do deploys go"),)
     # Details written before lean delivery have no "framed": those blocks all carried it.
     legacy = DeliveryDetails.from_json({"requestId": "old", "recordIds": ["m1"]})
     assert legacy is not None and legacy.framed and legacy.records == ()
     # Unreadable per-record entries are skipped, not fatal.
-    odd = DeliveryDetails.from_json({"requestId": "x", "records": [1, {"key": "k"}, {"id": "a"}]})
+    odd = DeliveryDetails.from_json(
+        {
+            "requestId": "x",
+            "records": [1, {"key": "k"}, {"id": "a", "scores": {"final": "high"}}],
+            "queries": {"project": 3},
+        }
+    )
     assert odd is not None and [r.id for r in odd.records] == ["a"]
+    assert odd.records[0].scores is None and odd.queries == ()
 
 
 def test_the_host_names_its_own_retain_wording() -> None:
