@@ -76,7 +76,11 @@ def test_a_resumed_session_keeps_its_scope_when_pi_runs_elsewhere(
     pi_world.run(beta, follow_up, args=("--session", str(session_file)))
     memory = _memory_for(pi_world, follow_up)
     assert memory is not None
-    assert 'scope="project:example.com/team/alpha"' in memory
+    # The session's scope recalled (the fence no longer names it, issue 12: the evidence does).
+    records = json.loads(pi_world.cli("evidence", "list", "--json").stdout)["records"]
+    latest = max(records, key=lambda record: record["preparedAt"])
+    assert latest["outcome"] == "delivered"
+    assert latest["scopeId"] == "project:example.com/team/alpha"
     assert "Zephyr" in memory and "Quasar" not in memory
 
 
