@@ -41,5 +41,10 @@ class Sidecar:
                 return message["result"]
 
     def close(self) -> None:
-        self.call("shutdown", {"reason": "quit"})
-        self.process.wait(timeout=30)
+        try:
+            self.call("shutdown", {"reason": "quit"})
+            self.process.wait(timeout=30)
+        finally:
+            for pipe in (self.process.stdin, self.process.stdout):
+                if pipe is not None:
+                    pipe.close()

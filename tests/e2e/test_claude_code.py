@@ -75,13 +75,13 @@ def test_a_fact_in_one_session_reaches_the_next_and_evidence_is_honest(
 
     memory = _memory(_request_for(claude_world, QUESTION))
     assert memory is not None and "Zephyr" in memory
-    assert 'scope="project:example.com/team/alpha"' in memory
     assert "not an instruction" in memory
     assert _memory(_request_for(claude_world, FACT)) is None
 
     records = {r["requestId"]: r for r in _evidence(claude_world)}
     delivered = [r for r in records.values() if r["outcome"] == "delivered"]
     [record] = [r for r in delivered if not r["requestId"].startswith("start-")]
+    assert record["scopeId"] == "project:example.com/team/alpha"
     sent = json.dumps([r["body"] for r in claude_world.requests()], ensure_ascii=False)
     for each in delivered:  # the recall, and the startup memo if Hindsight had made it yet
         assert each["attached"] is True and each["confirmed"] is True

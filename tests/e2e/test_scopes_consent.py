@@ -76,7 +76,11 @@ def test_a_resumed_session_keeps_its_scope_when_pi_runs_elsewhere(
     pi_world.run(beta, follow_up, args=("--session", str(session_file)))
     memory = _memory_for(pi_world, follow_up)
     assert memory is not None
-    assert 'scope="project:example.com/team/alpha"' in memory
+    # The session's scope recalled (the fence no longer names it, issue 12: the evidence does).
+    records = json.loads(pi_world.cli("evidence", "list", "--json").stdout)["records"]
+    latest = max(records, key=lambda record: record["preparedAt"])
+    assert latest["outcome"] == "delivered"
+    assert latest["scopeId"] == "project:example.com/team/alpha"
     assert "Zephyr" in memory and "Quasar" not in memory
 
 
@@ -169,7 +173,11 @@ def test_a_repository_file_cannot_enable_memory_or_change_the_server(
     completed = pi_world.run(registered, QUESTION)
     memory = _memory_for(pi_world, QUESTION)
     assert memory is not None and "Zephyr" in memory  # from the user's server, not the canary
-    assert f'bank="{pi_world.bank_id}"' in memory
+    # The bank recalled is the user's (the fence no longer names it, issue 12: the evidence does).
+    records = json.loads(pi_world.cli("evidence", "list", "--json").stdout)["records"]
+    delivered = [record for record in records if record["outcome"] == "delivered"]
+    assert delivered and all(pi_world.bank_id in record["bankIds"] for record in delivered)
+    assert "attacker-bank" not in json.dumps(records)
     assert "hindsight.baseUrl" in completed.stderr and "ignored" in completed.stderr
 
     unregistered = make_repo(tmp_path / "cloned", "https://example.com/team/cloned.git")

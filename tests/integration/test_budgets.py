@@ -164,7 +164,7 @@ def test_budgets_are_never_exceeded_across_a_varied_corpus(
                     (body for title, body in sections.items() if title.startswith("Project")), ""
                 )
                 user = next(
-                    (body for title, body in sections.items() if title.startswith("The user")), ""
+                    (body for title, body in sections.items() if title.startswith("User")), ""
                 )
                 assert estimate_tokens(project) <= recall["maxTokens"] + 2
                 assert (

@@ -45,7 +45,7 @@ def _record(n: int, text: str) -> MemoryRecord:
 
 
 def test_sections_respect_their_budgets_and_the_request_ceiling() -> None:
-    builder = MessageBuilder(scope_id="s", bank_id="b", recalled_at="t", ceiling_tokens=700)
+    builder = MessageBuilder(recalled_at="t", ceiling_tokens=700)
     memo = builder.add_memo(
         "memo line. " * 400, refreshed="2026-11-29T10:00:00Z", budget_tokens=200
     )
@@ -68,11 +68,11 @@ def test_sections_respect_their_budgets_and_the_request_ceiling() -> None:
     assert project.omitted_budget > 0
     assert user.tokens == 0 or user.tokens <= 400
     assert estimate_tokens(block.text) == block.tokens
-    assert "refreshed 2026-11-29T10:00:00Z" in block.text
+    assert "refreshed 2026-11-29T10:00Z" in block.text
 
 
 def test_already_delivered_and_duplicate_records_are_left_out_and_counted() -> None:
-    builder = MessageBuilder(scope_id="s", bank_id="b", recalled_at="t", ceiling_tokens=2000)
+    builder = MessageBuilder(recalled_at="t", ceiling_tokens=2000)
     report = builder.add_records(
         "Project memory",
         [_record(1, "A fact."), _record(2, "Another fact."), _record(3, "a  FACT.")],
@@ -86,8 +86,6 @@ def test_already_delivered_and_duplicate_records_are_left_out_and_counted() -> N
 
 def test_secrets_are_redacted_in_records_and_memo() -> None:
     builder = MessageBuilder(
-        scope_id="s",
-        bank_id="b",
         recalled_at="t",
         ceiling_tokens=2000,
         redact=lambda text: text.replace("hunter2", "[REDACTED]"),

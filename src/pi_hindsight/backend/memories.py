@@ -14,11 +14,24 @@ from pi_hindsight.backend._client import Resource, built
 from pi_hindsight.backend.protocol import Budget
 from pi_hindsight.backend.records import (
     MemoryRecord,
+    RecallScores,
     ReflectResult,
     RetainAccepted,
     RetainItem,
     TagsMatch,
 )
+
+
+def _scores(item: Any) -> RecallScores | None:
+    scores = getattr(item, "scores", None)
+    if scores is None or scores.final is None:
+        return None
+    return RecallScores(
+        final=float(scores.final),
+        reranker=None if scores.reranker is None else float(scores.reranker),
+        semantic=None if scores.semantic is None else float(scores.semantic),
+        keyword=None if scores.keyword is None else float(scores.keyword),
+    )
 
 
 def _record(item: Any, kind: str | None, sources: Sequence[str] | None) -> MemoryRecord:
@@ -35,6 +48,7 @@ def _record(item: Any, kind: str | None, sources: Sequence[str] | None) -> Memor
         chunk_id=item.chunk_id,
         tags=tuple(item.tags or ()),
         source_memory_ids=tuple(sources or ()),
+        scores=_scores(item),
     )
 
 

@@ -25,6 +25,19 @@ MISSION_KEYS: tuple[MissionKey, ...] = ("reflect_mission", "retain_mission", "ob
 
 
 @dataclass(frozen=True)
+class RecallScores:
+    """Hindsight's per-result recall scores: ``final`` ranks the results (the reranker's score
+    with the recency, temporal and proof boosts); the others are diagnostic — ``semantic`` and
+    ``keyword`` are the raw scores of those retrieval arms (None when that arm did not surface
+    the result), ``reranker`` the cross-encoder's normalised relevance."""
+
+    final: float
+    reranker: float | None = None
+    semantic: float | None = None
+    keyword: float | None = None
+
+
+@dataclass(frozen=True)
 class MemoryRecord:
     """One memory unit (a fact, or an ``observation``), from recall or from the listing, with
     what the answer carried about its origin (R-RECALL-4)."""
@@ -40,6 +53,7 @@ class MemoryRecord:
     chunk_id: str | None = None
     tags: tuple[str, ...] = ()
     source_memory_ids: tuple[str, ...] = ()  # an observation's source facts; empty for a fact
+    scores: RecallScores | None = None  # why recall returned it (recall only)
 
 
 @dataclass(frozen=True)

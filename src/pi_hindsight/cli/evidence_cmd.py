@@ -16,15 +16,16 @@ from pi_hindsight.errors import StateError
 from pi_hindsight.hosts.pi.explain import explain
 from pi_hindsight.legacy.evidence_import import MigrationNoSpace, MigrationReport, migrate_file
 from pi_hindsight.paths import pi_agent_dir
-from pi_hindsight.stores.evidence.explain import Explanation
+from pi_hindsight.stores.evidence.explain import Explanation, delivered_lines, why_it_came
 from pi_hindsight.stores.evidence.ledger import EVIDENCE_FILE_NAME, OUTCOMES, EvidenceLedger
 from pi_hindsight.stores.evidence.schema import (
+    EvidenceDetail,
     EvidenceRecord,
-    EvidenceStats,
     LegacySource,
     format_bytes,
     iso,
 )
+from pi_hindsight.stores.evidence.stats import EvidenceStats
 
 _SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
@@ -241,10 +242,9 @@ def _print_record(record: EvidenceRecord) -> None:
         ("session file", record.session_file or "-"),
         (
             "records",
-            f"{record.record_count} delivered, {record.omitted} omitted by the budget"
+            f"{record.record_count} delivered, omitted: {_omitted(record)}"
             + (f", ~{record.tokens} tokens" if record.tokens is not None else ""),
         ),
-        ("record ids", ", ".join(record.record_ids) or "-"),
         ("timings", f"recall {_ms(record.recall_ms)}, total {_ms(record.total_ms)}"),
         ("attached", f"{_flag(record.attached)}  {iso(record.attached_at) or ''}".rstrip()),
         (
@@ -263,6 +263,53 @@ def _print_record(record: EvidenceRecord) -> None:
         rows.append(("metadata", ", ".join(f"{k}={v}" for k, v in record.meta.items())[:300]))
     for label, value in rows:
         click.echo(f"{label + ':':<14}{value}")
+
+
+_OMITTED_LABELS = (
+    ("budget", "by the budget"),
+    ("inMemo", "in memo"),
+    ("alreadyDelivered", "already delivered"),
+    ("duplicate", "duplicate"),
+)
+
+
+def _omitted(record: EvidenceRecord) -> str:
+    by = dict(record.omitted_by) or {"budget": record.omitted}
+    parts = [f"{by[key]} {label}" for key, label in _OMITTED_LABELS if by.get(key)]
+    return ", ".join(parts) or "none"
+
+
+def _print_items(detail: EvidenceDetail) -> None:
+    """Per delivered record, next to the line the model saw: why recall returned it (type,
+    scores, the arms that found it) and what the block did not show (R-RECALL-4)."""
+    for section, query in detail.record.queries.items():
+        click.echo(f"{'query sent:':<14}{section} {query!r}")
+    if not detail.items:
+        click.echo(f"{'record ids:':<14}{', '.join(detail.record.record_ids) or '-'}")
+        return
+    click.echo("delivered records (why each came):")
+    shown_lines = delivered_lines(detail.body, len(detail.items))
+    for number, (item, shown_line) in enumerate(zip(detail.items, shown_lines, strict=True), 1):
+        if shown_line is not None:
+            text = shown_line if len(shown_line) <= 110 else shown_line[:109] + "…"
+            click.echo(f"  {number}. [{item.section}] {text}")
+        else:
+            click.echo(f"  {number}. [{item.section}] {item.record_id}")
+        click.echo(f"       why: {why_it_came(item)}")
+        fields = [
+            f"id {item.record_id}",
+            f"occurred {(item.occurred or '-')[:19]}",
+            f"doc {item.document_id or '-'}",
+            f"chunk {item.chunk_id or '-'}",
+        ]
+        line = "       " + "  ".join(fields)
+        if item.context:
+            line += f"  context {item.context[:120]!r}"
+        if item.shown:
+            line += f"  (shown: {', '.join(item.shown)})"
+        if item.duplicate_ids:
+            line += f"  same text as {', '.join(item.duplicate_ids)}"
+        click.echo(line)
 
 
 @evidence.command()
@@ -289,6 +336,7 @@ def show(request_id: str, no_body: bool, state_dir: Path | None, as_json: bool) 
         echo_json(data)
         return
     _print_record(detail.record)
+    _print_items(detail)
     if not no_body:
         click.echo("── delivered memory ──")
         click.echo(detail.body if detail.body is not None else "(nothing was delivered)")
@@ -297,6 +345,7 @@ def show(request_id: str, no_body: bool, state_dir: Path | None, as_json: bool) 
 def _print_explanation(result: Explanation) -> None:
     record = result.detail.record
     _print_record(record)
+    _print_items(result.detail)
     click.echo("")
     click.echo(f"reading: {result.diagnosis.reading} — {result.diagnosis.summary}")
     for note in result.diagnosis.notes:

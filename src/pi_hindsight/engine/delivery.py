@@ -1,5 +1,5 @@
 """Preparing one request's memory: query, parallel recall (project, User bank, startup memo),
-budgets, safety, de-duplication against the visible session, and the outcome.
+budgets, safety, de-duplication against the visible session and the memo, and the outcome.
 
 Every request ends in exactly one outcome — delivered, nothing_found, skipped (and why),
 backend_unavailable or not_registered — returned to the host and recorded as evidence. Recall
@@ -22,7 +22,12 @@ from pi_hindsight.config import Settings
 from pi_hindsight.engine.connection import HindsightConnection
 from pi_hindsight.engine.memo import MemoCache, MemoState, memo_id
 from pi_hindsight.engine.query import build_query, is_trivial
-from pi_hindsight.engine.render import MessageBuilder, SectionReport
+from pi_hindsight.engine.render import (
+    PROJECT_TITLE,
+    USER_TITLE,
+    MessageBuilder,
+    SectionReport,
+)
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, USER_SCOPE_TAGS, Scope
 from pi_hindsight.engine.types import (
     Delivery,
@@ -51,6 +56,21 @@ class _Fetched:
     user: list[MemoryRecord] | None = None
     memo: MemoState | None = None
     errors: list[str] = field(default_factory=list)
+
+
+def user_query(settings: Settings, query: str) -> str:
+    preamble = settings.user_query_preamble
+    return f"{preamble} {query}" if preamble else query
+
+
+def _queries(settings: Settings, query: str) -> tuple[tuple[str, str], ...]:
+    """The query each recall is sent (kept in the details and the evidence: why a record came)."""
+    sent: list[tuple[str, str]] = []
+    if settings.project_recall:
+        sent.append(("project", query))
+    if settings.user_bank_active:
+        sent.append(("user", user_query(settings, query)))
+    return tuple(sent)
 
 
 def _no_recall(
@@ -112,7 +132,9 @@ class Deliverer:
             memo = MemoState("failed", error=str(error))
         notices = self.connection.note(None) if memo.status != "failed" else ()
         fetched = _Fetched(memo=memo)
-        delivery = self._compose(scope, settings, memory, fetched, details)
+        delivery = self._compose(
+            scope, settings, memory, fetched, details, host_frames=request.host_states_framing
+        )
         if delivery.text is None:
             why = {
                 "ready": "the startup memo is already in this session's context",
@@ -150,6 +172,7 @@ class Deliverer:
         if not query:
             return _outcome("skipped", details, reason="empty prompt")
         query = redact_text(query)  # a secret in the prompt is not sent to recall either
+        details = dataclasses.replace(details, queries=_queries(settings, query))
         timeout = recall.timeout_ms / 1000
         try:
             backend = await self.connection.backend(settings)
@@ -166,7 +189,9 @@ class Deliverer:
             return delivery.with_notices(self.connection.note(failure))
         recall_ms = round((time.perf_counter() - started) * 1000, 1)
         notices = self.connection.note(None) if not fetched.errors else ()
-        delivery = self._compose(scope, settings, memory, fetched, details)
+        delivery = self._compose(
+            scope, settings, memory, fetched, details, host_frames=request.host_states_framing
+        )
         timed = dataclasses.replace(
             delivery.details,
             recall_ms=recall_ms,
@@ -200,13 +225,12 @@ class Deliverer:
             if settings.memo.enabled and settings.memo.max_tokens > 0:
                 jobs["memo"] = self._memo(backend, scope, settings, memo_timeout)
         if settings.user_bank_active:
-            preamble = settings.user_query_preamble
             jobs["user"] = self._recall(
                 backend,
                 settings.banks.user.bank_id,
                 settings.banks.user.mission,
                 USER_SCOPE_TAGS,
-                f"{preamble} {query}" if preamble else query,
+                user_query(settings, query),
                 settings,
                 settings.user_max_tokens,
                 recall_timeout,
@@ -272,18 +296,23 @@ class Deliverer:
         memory: VisibleContext,
         fetched: _Fetched,
         details: DeliveryDetails,
+        *,
+        host_frames: bool,
     ) -> Delivery:
+        memo = fetched.memo
         builder = MessageBuilder(
-            scope_id=scope.scope_id,
-            bank_id=scope.bank_id,
-            recalled_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            recalled_at=datetime.now(UTC).strftime("%Y-%m-%d"),
             ceiling_tokens=self.host.block_ceiling_tokens(settings.recall.request_max_tokens),
+            # Framing once per session (R-RECALL-5): by the host, or by the first block.
+            framed=not host_frames and not memory.framed,
             redact=redact_text,
+            default_context=lambda context: self.host.is_default_context(context, scope.project_id),
+            # A memo the visible context already shows: records it states are left out too.
+            visible_memo=memory.memo_text,
         )
         sections: list[SectionReport] = []
         memo_used: MemoUse | None = None
         memo_version: str | None = None
-        memo = fetched.memo
         if memo is not None:
             version = memo.version
             if memo.status == "ready" and memo.model and version != memory.memo_version:
@@ -300,7 +329,7 @@ class Deliverer:
         if fetched.project:
             sections.append(
                 builder.add_records(
-                    f"Project memory (bank {scope.bank_id})",
+                    PROJECT_TITLE,
                     fetched.project,
                     kind="project",
                     budget_tokens=settings.recall.max_tokens,
@@ -313,7 +342,7 @@ class Deliverer:
         if fetched.user:
             sections.append(
                 builder.add_records(
-                    f"The user's durable preferences (User bank {settings.banks.user.bank_id})",
+                    USER_TITLE,
                     fetched.user,
                     kind="user",
                     budget_tokens=settings.user_max_tokens,
@@ -326,6 +355,7 @@ class Deliverer:
             budget=sum(s.omitted_budget for s in sections),
             duplicate=sum(s.omitted_duplicate for s in sections),
             already_delivered=sum(s.omitted_already_delivered for s in sections),
+            in_memo=sum(s.omitted_in_memo for s in sections),
         )
         details = dataclasses.replace(
             details,
@@ -338,11 +368,12 @@ class Deliverer:
         )
         if block is None:
             found = len(fetched.project or ()) + len(fetched.user or ())
-            if found and omitted.already_delivered:
+            if found and omitted.already_delivered + omitted.in_memo:
                 delivery = _outcome(
                     "skipped",
                     details,
-                    reason="everything recalled was already delivered in this session",
+                    reason="everything recalled was already delivered in this session"
+                    + (" (or is stated by its startup memo)" if omitted.in_memo else ""),
                 )
             else:
                 delivery = _outcome(
@@ -353,14 +384,21 @@ class Deliverer:
             details,
             record_ids=block.record_ids,
             record_keys=block.record_keys,
+            records=block.records,
+            framed=block.framed,
             tokens=block.tokens,
             memo=memo_used,
             memo_version=memo_version,
         )
         memory.record_ids.update(block.record_ids)
         memory.record_keys.update(block.record_keys)
+        memory.framed = memory.framed or block.framed
         if memo_used is not None:
             memory.memo_version = memo_version
+            # The earlier memo stays in the visible context too: both state what they state.
+            memory.memo_text = "\n".join(
+                text for text in (memory.memo_text, block.memo_text) if text
+            )
         return Delivery("delivered", block.text, details, notices)
 
 

@@ -31,6 +31,7 @@ from pi_hindsight.engine.connection import BackendFactory, HindsightConnection
 from pi_hindsight.engine.delivery import Deliverer
 from pi_hindsight.engine.local_state import LocalState, with_catalog_hint
 from pi_hindsight.engine.recording import EvidenceRecorder
+from pi_hindsight.engine.render import FRAMING
 from pi_hindsight.engine.retaining import Retainer
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.sessions import Session
@@ -268,6 +269,11 @@ class MemoryEngine:
         return f"memory: {scope.scope_id}{state}"
 
     # -- requests --------------------------------------------------------------------------
+
+    def framing(self) -> str | None:
+        """The framing of memory (R-RECALL-5) for a host that states it in its stable prefix on
+        every request while memory is on (the same text every time); None when memory is off."""
+        return FRAMING if self.scope() is not None else None
 
     async def prepare(self, request: UserRequest) -> Delivery:
         """One request's memory. Every request ends in exactly one recorded outcome: delivered,

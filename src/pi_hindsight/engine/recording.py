@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 from pi_hindsight.config import EvidenceSettings
 from pi_hindsight.engine.local_state import LocalState
-from pi_hindsight.engine.types import Delivery, Notice, UserRequest
+from pi_hindsight.engine.types import Delivery, Notice, UserRequest, scores_json
 from pi_hindsight.errors import PiHindsightError, StateError
-from pi_hindsight.stores.evidence import EvidenceLedger, MemoInfo, PreparedRecord
+from pi_hindsight.stores.evidence import DeliveredItem, EvidenceLedger, MemoInfo, PreparedRecord
 from pi_hindsight.stores.runner import run_store
 
 logger = logging.getLogger(__name__)
@@ -23,6 +23,12 @@ def prepared_record(
     details = delivery.details
     memo = details.memo
     omitted = details.omitted
+    delivered = delivery.outcome == "delivered"
+    omitted_by = {
+        key: count
+        for key, count in (omitted.to_json() if omitted is not None else {}).items()
+        if count
+    }
     return PreparedRecord(
         request_id=request.request_id,
         outcome=delivery.outcome,
@@ -33,11 +39,31 @@ def prepared_record(
         reason=delivery.reason,
         body=delivery.text,
         record_ids=details.record_ids,
-        omitted=omitted.budget if omitted is not None and delivery.outcome == "delivered" else 0,
+        omitted=omitted.budget if omitted is not None and delivered else 0,
         tokens=details.tokens,
         recall_ms=details.recall_ms,
         total_ms=details.total_ms,
         memo=None if memo is None else MemoInfo(memo.memo_id, memo.refreshed_at),
+        items=tuple(
+            DeliveredItem(
+                record_id=record.id,
+                section=record.section,
+                key=record.key or None,
+                type=record.type,
+                document_id=record.document_id,
+                chunk_id=record.chunk_id,
+                occurred=record.occurred,
+                context=record.context,
+                shown=record.shown,
+                duplicate_ids=record.duplicate_ids,
+                scores=scores_json(record.scores) or {},
+            )
+            for record in details.records
+        )
+        if delivered
+        else (),
+        omitted_by=omitted_by,
+        queries=dict(details.queries),
     )
 
 

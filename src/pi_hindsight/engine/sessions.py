@@ -124,6 +124,8 @@ class Session:
         self.memory.record_ids.clear()
         self.memory.record_keys.clear()
         self.memory.memo_version = None
+        self.memory.memo_text = None
+        self.memory.framed = False  # the next block states the framing again
 
     def take_context(self, loaded: VisibleContext | None) -> None:
         """What the host's session record says is visible now (a resumed session)."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pi_hindsight.backend.records import RecallScores
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.transcript import TurnMessage
 
@@ -84,6 +85,15 @@ class HostFacts:
     def note_context(self, kind: str) -> str:
         return f"{kind} from a {self.label} session"
 
+    def is_default_context(self, context: str, project_id: str) -> bool:
+        """Whether ``context`` is this host's own retain wording for the scope (the same on every
+        record of it, so it tells the model nothing): a session of the project, or an explicit
+        note without a context of its own. Another host's or another project's wording is not."""
+        if context == self.session_context(project_id):
+            return True
+        kind, separator, rest = context.partition(" ")
+        return bool(separator) and bool(kind) and rest == f"from a {self.label} session"
+
 
 @dataclass(frozen=True)
 class SessionInfo:
@@ -125,6 +135,9 @@ class UserRequest:
     prompt: str
     origin: RequestOrigin = "user"
     origin_detail: str | None = None  # what started it, when not the user (e.g. a message type)
+    # The host states the framing (R-RECALL-5) itself on every request, where it stays in the
+    # cached prefix (a system prompt section, say), so no block needs to carry it.
+    host_states_framing: bool = False
 
 
 def _ints(data: Mapping[str, Any], key: str) -> int:
@@ -144,6 +157,12 @@ def _strs(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
     return tuple(item for item in value if isinstance(item, str) and item)
 
 
+def _pairs(data: object) -> tuple[tuple[str, str], ...]:
+    if not isinstance(data, Mapping):
+        return ()
+    return tuple((str(key), value) for key, value in data.items() if isinstance(value, str))
+
+
 def _number(data: Mapping[str, Any], key: str) -> float | None:
     value = data.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -151,26 +170,121 @@ def _number(data: Mapping[str, Any], key: str) -> float | None:
     return float(value)
 
 
+def scores_json(scores: RecallScores | None) -> dict[str, float] | None:
+    if scores is None:
+        return None
+    values = {
+        "final": scores.final,
+        "reranker": scores.reranker,
+        "semantic": scores.semantic,
+        "keyword": scores.keyword,
+    }
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def scores_from_json(data: object) -> RecallScores | None:
+    """Scores read back; None unless at least ``final`` is a number."""
+    if not isinstance(data, Mapping):
+        return None
+    final = _number(data, "final")
+    if final is None:
+        return None
+    return RecallScores(
+        final=final,
+        reranker=_number(data, "reranker"),
+        semantic=_number(data, "semantic"),
+        keyword=_number(data, "keyword"),
+    )
+
+
 @dataclass(frozen=True)
 class Omitted:
     """Recalled records left out of a delivery, by why."""
 
     budget: int = 0
-    duplicate: int = 0
-    already_delivered: int = 0
+    duplicate: int = 0  # the same text twice in one recall
+    already_delivered: int = 0  # in the visible session context already
+    in_memo: int = 0  # stated by the startup memo in the block, or by the one already visible
 
     def to_json(self) -> dict[str, int]:
         return {
             "budget": self.budget,
             "duplicate": self.duplicate,
             "alreadyDelivered": self.already_delivered,
+            "inMemo": self.in_memo,
         }
 
     @classmethod
     def from_json(cls, data: object) -> Omitted:
         if not isinstance(data, Mapping):
             return cls()
-        return cls(_ints(data, "budget"), _ints(data, "duplicate"), _ints(data, "alreadyDelivered"))
+        return cls(
+            _ints(data, "budget"),
+            _ints(data, "duplicate"),
+            _ints(data, "alreadyDelivered"),
+            _ints(data, "inMemo"),
+        )
+
+
+@dataclass(frozen=True)
+class DeliveredRecord:
+    """One record a delivery gave the model, with what its recall carried (R-RECALL-4).
+
+    The block shows the model only what informs it (the text, when it happened, an informative
+    context or source); everything else is kept here — in the host's message details and in the
+    evidence ledger. New fields (scores, …) go at the end with a default, and into ``to_json`` /
+    ``from_json`` under a new key: hosts keep these records in their files across versions.
+    """
+
+    id: str
+    key: str  # engine/render.py record_key of the text
+    section: str  # "project", "user"
+    type: str | None = None  # world, experience, observation
+    document_id: str | None = None
+    chunk_id: str | None = None
+    occurred: str | None = None  # when it happened (occurred_start, else mentioned_at), as recalled
+    context: str | None = None  # as recalled, redacted
+    shown: tuple[str, ...] = ()  # what of it besides the text the block showed: "context", "source"
+    # Records of the same text left out as duplicates of this one (a fact and its observation);
+    # their provenance fills what this one lacks.
+    duplicate_ids: tuple[str, ...] = ()
+    scores: RecallScores | None = None  # why recall returned it (issue 13), as recalled
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": self.id, "key": self.key, "section": self.section}
+        optional: dict[str, Any] = {
+            "type": self.type,
+            "documentId": self.document_id,
+            "chunkId": self.chunk_id,
+            "occurred": self.occurred,
+            "context": self.context,
+            "shown": list(self.shown) or None,
+            "duplicateIds": list(self.duplicate_ids) or None,
+            "scores": scores_json(self.scores),
+        }
+        data.update({key: value for key, value in optional.items() if value is not None})
+        return data
+
+    @classmethod
+    def from_json(cls, data: object) -> DeliveredRecord | None:
+        if not isinstance(data, Mapping):
+            return None
+        record_id, key = _str(data, "id"), _str(data, "key")
+        if not record_id:
+            return None
+        return cls(
+            id=record_id,
+            key=key or "",
+            section=_str(data, "section") or "",
+            type=_str(data, "type"),
+            document_id=_str(data, "documentId"),
+            chunk_id=_str(data, "chunkId"),
+            occurred=_str(data, "occurred"),
+            context=_str(data, "context"),
+            shown=_strs(data, "shown"),
+            duplicate_ids=_strs(data, "duplicateIds"),
+            scores=scores_from_json(data.get("scores")),
+        )
 
 
 @dataclass(frozen=True)
@@ -192,6 +306,8 @@ class DeliveryDetails:
     bank_ids: tuple[str, ...] = ()  # every bank recall asked
     record_ids: tuple[str, ...] = ()
     record_keys: tuple[str, ...] = ()  # engine/render.py record_key, per delivered record
+    records: tuple[DeliveredRecord, ...] = ()  # per delivered record, in block order
+    framed: bool = False  # the block carries the full framing (R-RECALL-5), not only the mark
     memo_status: str | None = None  # engine/memo.py MemoStatus, when the memo was fetched
     memo_version: str | None = None  # of the memo this delivery included
     memo: MemoUse | None = None
@@ -199,6 +315,8 @@ class DeliveryDetails:
     tokens: int | None = None
     recall_ms: float | None = None
     total_ms: float | None = None
+    # The query each recall was sent, redacted as sent (("project", …), ("user", …)).
+    queries: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"requestId": self.request_id}
@@ -213,9 +331,12 @@ class DeliveryDetails:
             "omitted": None if self.omitted is None else self.omitted.to_json(),
             "recordIds": list(self.record_ids) or None,
             "recordKeys": list(self.record_keys) or None,
+            "records": [record.to_json() for record in self.records] or None,
+            "framed": self.framed,
             "tokens": self.tokens,
             "recallMs": self.recall_ms,
             "totalMs": self.total_ms,
+            "queries": dict(self.queries) or None,
         }
         data.update({key: value for key, value in optional.items() if value is not None})
         return data
@@ -228,6 +349,13 @@ class DeliveryDetails:
             return None
         memo_id = _str(data, "memoId")
         tokens = data.get("tokens")
+        raw_records = data.get("records")
+        records = tuple(
+            record
+            for item in (raw_records if isinstance(raw_records, list) else ())
+            if (record := DeliveredRecord.from_json(item)) is not None
+        )
+        framed = data.get("framed")
         return cls(
             request_id=_str(data, "requestId") or "",
             scope_id=_str(data, "scopeId"),
@@ -235,6 +363,10 @@ class DeliveryDetails:
             bank_ids=_strs(data, "bankIds"),
             record_ids=_strs(data, "recordIds"),
             record_keys=_strs(data, "recordKeys"),
+            records=records,
+            # Details written before blocks were framed once carry no "framed": every one of
+            # those blocks carried the full framing.
+            framed=framed if isinstance(framed, bool) else "framed" not in data,
             memo_status=_str(data, "memo"),
             memo_version=_str(data, "memoVersion"),
             memo=None if memo_id is None else MemoUse(memo_id, _str(data, "memoRefreshedAt")),
@@ -242,6 +374,7 @@ class DeliveryDetails:
             tokens=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
             recall_ms=_number(data, "recallMs"),
             total_ms=_number(data, "totalMs"),
+            queries=_pairs(data.get("queries")),
         )
 
 
@@ -283,4 +416,6 @@ class VisibleContext:
     record_ids: set[str] = field(default_factory=set)
     record_keys: set[str] = field(default_factory=set)  # engine/render.py record_key
     memo_version: str | None = None
+    memo_text: str | None = None  # the memo's text as that delivery showed it
+    framed: bool = False  # a delivered block there carries the full framing
     recent: list[tuple[str, str]] = field(default_factory=list)  # (role, text), oldest first

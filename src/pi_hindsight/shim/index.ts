@@ -110,6 +110,16 @@ function sessionClaims(): Map<string, Claim> {
 	return holder[CLAIMS];
 }
 
+/**
+ * Pi 1.x's mutable system prompt sections (`event.systemPromptOptions.sections`,
+ * set again on every run or Pi drops them); undefined where Pi has none (0.73.1).
+ */
+function promptSections(event: unknown): Record<string, string> | undefined {
+	const options = (event as { systemPromptOptions?: { sections?: unknown } }).systemPromptOptions;
+	const sections = options?.sections;
+	return typeof sections === "object" && sections !== null ? (sections as Record<string, string>) : undefined;
+}
+
 function describe(error: unknown): string {
 	return error instanceof Error ? error.message : String(error);
 }
@@ -197,13 +207,15 @@ class HindsightShim {
 	private protocolWarningShown = false;
 	/** The session this instance claimed (see sessionClaims), released at session_shutdown. */
 	private claimed: string | undefined;
+	/** The last framing the sidecar gave (kept when a call fails: a stable prefix). */
+	private framing: { section: string; text: string } | null = null;
 
 	constructor(private readonly pi: ExtensionAPI) {}
 
 	register(): void {
 		const { pi } = this;
 		pi.on("session_start", async (event, ctx) => this.start(event.reason, ctx));
-		pi.on("before_agent_start", async (event, ctx) => this.prepare(startOf(event), ctx));
+		pi.on("before_agent_start", async (event, ctx) => this.prepare(startOf(event), ctx, promptSections(event)));
 		pi.on("before_provider_request", (event) => this.confirmDelivery(event.payload));
 		pi.on("message_end", (event) => this.noteAttached(event.message));
 		pi.on("agent_end", async (event, ctx) => {
@@ -366,7 +378,16 @@ class HindsightShim {
 	 * A run another extension started (Pi 1.x `messageType: "custom"`) has no prompt; the sidecar
 	 * records it as such and gives it no automatic recall.
 	 */
-	private async prepare(start: RunStart, ctx: ExtensionContext) {
+	private async prepare(start: RunStart, ctx: ExtensionContext, sections?: Record<string, string>) {
+		try {
+			return await this.prepareMessage(start, ctx, sections !== undefined);
+		} finally {
+			// The framing as a system prompt section, on every run (Pi 1.x).
+			if (sections !== undefined && this.framing !== null) sections[this.framing.section] = this.framing.text;
+		}
+	}
+
+	private async prepareMessage(start: RunStart, ctx: ExtensionContext, canSetSystemSection: boolean) {
 		this.ctx = ctx;
 		if (this.turn !== undefined && this.settles) await this.finish(ctx); // it never settled
 		const requestId = randomUUID();
@@ -375,7 +396,7 @@ class HindsightShim {
 		const client = this.usable();
 		if (client === undefined) return undefined;
 		try {
-			const params: PrepareParams = { requestId, ...this.sessionParams(ctx), prompt: start.prompt, messageType: start.messageType };
+			const params: PrepareParams = { requestId, ...this.sessionParams(ctx), prompt: start.prompt, messageType: start.messageType, canSetSystemSection };
 			if (start.customType !== undefined) params.customType = start.customType;
 			const result = parsePrepareResult(
 				await client.request(
@@ -387,6 +408,7 @@ class HindsightShim {
 				),
 			);
 			this.shown.delete("prepareMemory");
+			this.framing = result.framing; // null: memory is off, no section
 			this.showNotices(result.notices, ctx);
 			this.setStatus(result.statusLine, ctx);
 			const message = result.message;

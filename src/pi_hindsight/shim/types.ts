@@ -8,6 +8,7 @@ import type {
 	CommandResult as CommandResultWire,
 	CommandSpecWire,
 	ConfirmRequestWire,
+	FramingWire,
 	MemoryMessageWire,
 	NoticeWire,
 	PrepareParams,
@@ -44,6 +45,8 @@ export interface MemoryMessage extends Omit<MemoryMessageWire, "details"> {
 export interface PrepareResult extends Pick<PrepareResultWire, "outcome" | "notices"> {
 	message: MemoryMessage | null;
 	statusLine: string | null | undefined;
+	/** [lean delivery] The framing to set as a system prompt section (Pi 1.x); null: none. */
+	framing: FramingWire | null;
 }
 
 export type TurnResult = TurnResultWire;
@@ -180,11 +183,17 @@ export function parsePrepareResult(value: unknown): PrepareResult {
 			details: m.details,
 		};
 	}
+	// [lean delivery] framing: {section, text} or null (an older sidecar sends none)
+	let framing: FramingWire | null = null;
+	if (isRecord(obj.framing)) {
+		framing = { section: string(obj.framing, "section", `${what}.framing`), text: string(obj.framing, "text", `${what}.framing`) };
+	}
 	return {
 		message,
 		outcome: optionalString(obj, "outcome", what) ?? "unknown",
 		notices: list(obj, "notices", what, parseNotice),
 		statusLine: statusLine(obj, what),
+		framing,
 	};
 }
 

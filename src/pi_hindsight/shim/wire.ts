@@ -70,6 +70,13 @@ export interface PrepareParams {
 	prompt?: string;
 	messageType?: "user" | "custom";
 	customType?: string | null;
+	canSetSystemSection?: boolean;
+}
+
+/** The framing of memory (R-RECALL-5): the same text every time, stated once where it stays in the cached prefix. The shim sets it as the system prompt section `section` on every run (Pi drops a section a run does not set; an unchanged one keeps the prefix byte-identical). */
+export interface FramingWire {
+	section: string;
+	text: string;
 }
 
 export interface MemoryMessageWire {
@@ -86,6 +93,7 @@ export interface PrepareResult {
 	recallMs: number | null;
 	notices: NoticeWire[];
 	statusLine: string | null;
+	framing: FramingWire | null;
 }
 
 export interface ConfirmParams {

@@ -19,7 +19,7 @@ from pi_hindsight.errors import PiHindsightError, RpcError
 from pi_hindsight.hosts.pi import wire
 from pi_hindsight.hosts.pi.commands import PiCommands
 from pi_hindsight.hosts.pi.messages import request_messages, turn_messages
-from pi_hindsight.hosts.pi.naming import CUSTOM_TYPE
+from pi_hindsight.hosts.pi.naming import CUSTOM_TYPE, FRAMING_SECTION
 from pi_hindsight.hosts.pi.session_file import session_start_dir
 from pi_hindsight.rpc.protocol import INVALID_PARAMS, PROTOCOL_VERSION
 from pi_hindsight.tools import MemoryTools
@@ -143,8 +143,10 @@ class PiHost:
                 origin_detail=f"another extension's message ({parsed.custom_type or 'custom'})"
                 if custom
                 else None,
+                host_states_framing=parsed.can_set_system_section,
             )
         )
+        framing = self.engine.framing()
         message = None
         if delivery.text is not None:
             message = wire.MemoryMessageWire(
@@ -160,6 +162,9 @@ class PiHost:
             recall_ms=delivery.details.recall_ms,
             notices=notices_wire(delivery.notices),
             status_line=self.engine.status_line(),
+            framing=None
+            if framing is None
+            else wire.FramingWire(section=FRAMING_SECTION, text=framing),
         ).wire()
 
     async def confirm_delivery(self, params: dict[str, Any]) -> None:

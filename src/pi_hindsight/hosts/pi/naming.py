@@ -12,3 +12,7 @@ CUSTOM_TYPE = "hindsight-memory"
 # Documents: ``pi-session-<session id>`` (one per session, appended per request) and
 # ``pi-<note id>`` (explicit notes); retain context "Pi coding session in project <id>".
 PI_HOST = HostFacts(name="pi", label="Pi")
+
+# The system prompt section that states the framing of memory on Pi 1.x (a tag of its own: the
+# section explains the hindsight-memory blocks, it is not one of them).
+FRAMING_SECTION = "hindsight-memory-guide"

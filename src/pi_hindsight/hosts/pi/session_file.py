@@ -11,8 +11,9 @@ leaves::
 
 What is read from it: the directory a resumed session started in (the header), what the *visible*
 context holds (the path from the current leaf to the root, with everything before the latest
-compaction's first kept entry summarised away: delivered memory records, the memo version, the
-recent turns), and a request's entries for ``evidence explain``. Parsing is tolerant — a bad line
+compaction's first kept entry summarised away: delivered memory records, the memo version and
+text, whether a block stated the framing, the recent turns), and a request's entries for
+``evidence explain``. Parsing is tolerant — a bad line
 is skipped and counted, never fatal — and bounded: every read goes through ``safe_files``
 (regular files only, 64 MB and 16 MB per line at most, nesting bounded).
 """
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pi_hindsight.engine.render import memo_section
 from pi_hindsight.engine.types import DeliveryDetails, VisibleContext
 from pi_hindsight.errors import InputFileError, StateError
 from pi_hindsight.hosts.pi.messages import readable_text, text_of
@@ -261,6 +263,23 @@ def memo_delivered(entries: Iterable[SessionEntry]) -> str | None:
     return version
 
 
+def memo_texts(entries: Iterable[SessionEntry]) -> str | None:
+    """The memo text every delivered memo among ``entries`` showed, joined (None: no memo)."""
+    texts = [
+        text
+        for entry in entries
+        if (delivery := entry.delivery) is not None
+        and delivery.memo_version is not None
+        and (text := memo_section(entry.text))
+    ]
+    return "\n".join(texts) or None
+
+
+def framing_delivered(entries: Iterable[SessionEntry]) -> bool:
+    """Whether one of our hidden messages among ``entries`` stated the full framing."""
+    return any((delivery := entry.delivery) is not None and delivery.framed for entry in entries)
+
+
 def recent_turns(entries: Sequence[SessionEntry], limit: int) -> list[tuple[str, str]]:
     """The last ``limit`` user/assistant texts among ``entries`` as (role, text)."""
     turns = [
@@ -273,7 +292,7 @@ def recent_turns(entries: Sequence[SessionEntry], limit: int) -> list[tuple[str,
 
 def read_visible_context(session_file: str | None, turns: int) -> VisibleContext | None:
     """What the session's visible context already holds, from its Pi session file: the memory
-    records and memo version delivered there, and the last ``turns`` conversation turns."""
+    records, memo and framing delivered there, and the last ``turns`` conversation turns."""
     if not session_file:
         return None
     session = read_session_file(Path(session_file))
@@ -284,6 +303,8 @@ def read_visible_context(session_file: str | None, turns: int) -> VisibleContext
         record_ids=delivered_record_ids(visible),
         record_keys=delivered_record_ids(visible, "recordKeys"),
         memo_version=memo_delivered(visible),
+        memo_text=memo_texts(visible),
+        framed=framing_delivered(visible),
         recent=recent_turns(visible, turns),
     )
 

@@ -69,6 +69,9 @@ class PrepareParams(SessionRef):
     session_id: str = Field(alias="sessionId", min_length=1, max_length=_ID_CHARS)
     message_type: Literal["user", "custom"] = Field(default="user", alias="messageType")
     custom_type: str | None = Field(default=None, alias="customType", max_length=200)
+    # Pi 1.x: the shim sets ``PrepareResult.framing`` as a system prompt section on every run,
+    # so no memory message needs to carry the framing (0.73.1 has no sections: false).
+    can_set_system_section: bool = Field(default=False, alias="canSetSystemSection")
 
 
 class ConfirmParams(WireModel):
@@ -174,6 +177,15 @@ class MemoryMessageWire(WireModel):
     details: dict[str, Any]  # DeliveryDetails.to_json (engine/types.py): never sent to the model
 
 
+class FramingWire(WireModel):
+    """The framing of memory (R-RECALL-5): the same text every time, stated once where it stays
+    in the cached prefix. The shim sets it as the system prompt section ``section`` on every run
+    (Pi drops a section a run does not set; an unchanged one keeps the prefix byte-identical)."""
+
+    section: str
+    text: str
+
+
 class PrepareResult(WireModel):
     message: MemoryMessageWire | None
     outcome: str
@@ -181,6 +193,8 @@ class PrepareResult(WireModel):
     recall_ms: float | None = Field(alias="recallMs")
     notices: list[NoticeWire]
     status_line: str | None = Field(alias="statusLine")
+    # Memory is on: set this section (whatever the outcome). None: memory is off, set nothing.
+    framing: FramingWire | None
 
 
 class TurnResult(WireModel):

@@ -1,6 +1,6 @@
 """The evidence ledger (``evidence.sqlite``): what memory each request prepared, attached and
-confirmed (docs/evidence.md). ``ledger`` is the store, ``schema`` its tables and records,
-``explain`` the host-neutral diagnosis of one request."""
+confirmed (docs/evidence.md). ``ledger`` is the store, ``schema`` its tables and records, ``stats``
+its size and limits, ``explain`` the host-neutral diagnosis of one request."""
 
 from pi_hindsight.stores.evidence.ledger import (
     EVIDENCE_FILE_NAME,
@@ -8,11 +8,17 @@ from pi_hindsight.stores.evidence.ledger import (
     EvidenceLedger,
     EvidenceSpaceError,
 )
-from pi_hindsight.stores.evidence.schema import MemoInfo, PreparedRecord, RequestRow
+from pi_hindsight.stores.evidence.schema import (
+    DeliveredItem,
+    MemoInfo,
+    PreparedRecord,
+    RequestRow,
+)
 
 __all__ = [
     "EVIDENCE_FILE_NAME",
     "OUTCOMES",
+    "DeliveredItem",
     "EvidenceLedger",
     "EvidenceSpaceError",
     "MemoInfo",

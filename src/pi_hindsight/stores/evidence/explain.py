@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pi_hindsight.stores.evidence.schema import EvidenceDetail, EvidenceRecord
+from pi_hindsight.stores.evidence.schema import DeliveredItem, EvidenceDetail, EvidenceRecord
 
 Reading = Literal[
     "not_prepared", "search_miss", "delivery_exclusion", "delivered_unconfirmed", "delivered"
@@ -126,6 +126,18 @@ def diagnose(record: EvidenceRecord) -> Diagnosis:
             f"{record.omitted} recalled record(s) were left out by the token budget and never "
             "delivered: a relevant fact may be among them (a delivery exclusion by budget)."
         )
+    in_memo = record.omitted_by.get("inMemo", 0)
+    if in_memo:
+        notes.append(
+            f"{in_memo} recalled record(s) were left out because the startup memo in the "
+            "context (this block's or an earlier one's) states them."
+        )
+    already = record.omitted_by.get("alreadyDelivered", 0)
+    if already:
+        notes.append(
+            f"{already} recalled record(s) were left out as already delivered in the visible "
+            "session context."
+        )
     if record.memo is not None:
         notes.append(
             f"the startup memo {record.memo.memo_id} was included (refreshed "
@@ -159,3 +171,45 @@ def diagnose(record: EvidenceRecord) -> Diagnosis:
         "record was relevant, it is a search miss.",
         tuple(notes),
     )
+
+
+# -- why a record came (issue 13) -------------------------------------------------------------
+
+_RECORD_SECTIONS = ("## Project memory", "## User preferences")
+
+
+def delivered_lines(body: str | None, count: int) -> tuple[str | None, ...]:
+    """The line of ``body`` that showed each of the ``count`` delivered records, in block order
+    (the records of the project and User sections, one ``- …`` line each); all None when the
+    body does not hold exactly that many (a record kept before its block's layout was)."""
+    lines: list[str] = []
+    in_records = False
+    for line in (body or "").splitlines():
+        if line.startswith("## "):
+            in_records = line.startswith(_RECORD_SECTIONS)
+        elif in_records and line.startswith("- "):
+            lines.append(line)
+    if len(lines) != count:
+        return (None,) * count
+    return tuple(lines)
+
+
+def _score(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def why_it_came(item: DeliveredItem) -> str:
+    """What Hindsight's recall said about a delivered record, in one line: its type, its final
+    score and the retrieval arms that found it (``semantic``/``keyword`` carry a score only when
+    that arm surfaced it; a result with neither came by a graph or temporal link)."""
+    parts = [item.type or "type unknown"]
+    scores = item.scores
+    final = scores.get("final")
+    if final is None:
+        parts.append("no recall scores kept")
+        return " · ".join(parts)
+    detail = [f"{arm} {_score(scores[arm])}" for arm in ("reranker",) if arm in scores]
+    parts.append(f"score {_score(final)}" + (f" ({', '.join(detail)})" if detail else ""))
+    arms = [f"{arm} {_score(scores[arm])}" for arm in ("semantic", "keyword") if arm in scores]
+    parts.append(f"found by {' + '.join(arms)}" if arms else "found by a graph or temporal link")
+    return " · ".join(parts)

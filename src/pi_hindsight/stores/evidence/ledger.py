@@ -39,10 +39,10 @@ from typing import get_args
 from pi_hindsight.errors import StateError
 from pi_hindsight.stores.evidence import schema
 from pi_hindsight.stores.evidence.schema import (
+    DeliveredItem,
     EvidenceDetail,
     EvidencePage,
     EvidenceRecord,
-    EvidenceStats,
     LegacySource,
     MemoInfo,
     Outcome,
@@ -50,10 +50,12 @@ from pi_hindsight.stores.evidence.schema import (
     RequestRow,
     format_bytes,
 )
+from pi_hindsight.stores.evidence.stats import EvidenceStats
 from pi_hindsight.stores.sqlite import SetAside, open_store, transaction, translated_errors
 
 __all__ = [
     "EVIDENCE_FILE_NAME",
+    "DeliveredItem",
     "EnforcementResult",
     "EvidenceDetail",
     "EvidenceLedger",
@@ -206,12 +208,21 @@ class EvidenceLedger:
                 inserted = self._connection.execute(
                     schema.INSERT_REQUEST, schema.request_params(row)
                 ).fetchone()
-                if inserted is not None and row.body is not None:
-                    self._connection.execute(
-                        "INSERT INTO bodies (seq, body) VALUES (?, ?)", (inserted[0], row.body)
-                    )
+                if inserted is not None:
+                    self._insert_children(inserted[0], row)
             self._after_write()
         return inserted is not None
+
+    def _insert_children(self, seq: int, row: RequestRow) -> None:
+        """The body and the per-record rows of a request just inserted."""
+        if row.body is not None:
+            self._connection.execute(
+                "INSERT INTO bodies (seq, body) VALUES (?, ?)", (seq, row.body)
+            )
+        if row.items:
+            self._connection.executemany(
+                schema.INSERT_DELIVERED, schema.delivered_params(seq, row.items)
+            )
 
     def mark_attached(
         self,
@@ -360,7 +371,11 @@ class EvidenceLedger:
             ).fetchone()
             if row is None:
                 return None
-            return EvidenceDetail(record=schema.record_from_row(row), body=row["body"])
+            items = tuple(
+                schema.item_from_row(item)
+                for item in self._connection.execute(schema.SELECT_DELIVERED, (row["seq"],))
+            )
+            return EvidenceDetail(record=schema.record_from_row(row), body=row["body"], items=items)
 
     def list(
         self,
@@ -500,10 +515,7 @@ class EvidenceLedger:
                 if inserted is None:
                     continue
                 imported += 1
-                if row.body is not None:
-                    self._connection.execute(
-                        "INSERT INTO bodies (seq, body) VALUES (?, ?)", (inserted[0], row.body)
-                    )
+                self._insert_children(inserted[0], row)
             used = self._used_bytes()
             if imported and used > limit_bytes:
                 raise EvidenceSpaceError(

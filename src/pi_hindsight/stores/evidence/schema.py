@@ -3,8 +3,11 @@
 
 Tables::
 
-    requests        one row per user request: list metadata only (never a body)
-    bodies          the delivered memory text, keyed by the request's seq (ON DELETE CASCADE)
+    requests          one row per user request: list metadata only (never a body)
+    bodies            the delivered memory text, keyed by the request's seq (ON DELETE CASCADE)
+    delivered_records one row per record a delivery gave the model, in block order: ids,
+                      document and chunk, when, context, recall's scores
+                      (ON DELETE CASCADE)
     state           small key/values: how far the cap has cut into retention
     legacy_sources  one row per migrated legacy file: its identity and resumable cursor
 """
@@ -93,6 +96,34 @@ SCHEMA = StoreSchema(
             )
             """,
         ),
+        Migration(
+            "per-record delivery data and omissions by reason",
+            """
+            CREATE TABLE delivered_records (
+                seq INTEGER NOT NULL REFERENCES requests(seq) ON DELETE CASCADE,
+                position INTEGER NOT NULL,
+                record_id TEXT NOT NULL,
+                section TEXT NOT NULL,
+                record_key TEXT,
+                type TEXT,
+                document_id TEXT,
+                chunk_id TEXT,
+                occurred TEXT,
+                context TEXT,
+                shown TEXT NOT NULL DEFAULT '[]',
+                duplicate_ids TEXT NOT NULL DEFAULT '[]',
+                PRIMARY KEY (seq, position)
+            ) WITHOUT ROWID;
+            ALTER TABLE requests ADD COLUMN omitted_by TEXT NOT NULL DEFAULT '{}'
+            """,
+        ),
+        Migration(
+            "why each record came: recall scores per record, the queries sent",
+            """
+            ALTER TABLE delivered_records ADD COLUMN scores TEXT;
+            ALTER TABLE requests ADD COLUMN queries TEXT NOT NULL DEFAULT '{}'
+            """,
+        ),
     ),
 )
 
@@ -120,6 +151,8 @@ _REQUEST_FIELDS = (
     "payload_bytes",
     "source",
     "meta",
+    "omitted_by",
+    "queries",
 )
 INSERT_REQUEST = (
     f"INSERT INTO requests ({', '.join(_REQUEST_FIELDS)}) "  # noqa: S608 - constant names
@@ -130,7 +163,16 @@ RECORD_COLUMNS = (
     "seq, request_id, prepared_at, outcome, reason, scope_id, bank_ids, session_id, "
     "session_file, entry_id, recall_ms, total_ms, record_count, omitted, tokens, body_bytes, "
     "record_ids, memo_id, memo_refreshed_at, attached, attached_at, confirmed, confirmed_at, "
-    "payload_bytes, source, meta"
+    "payload_bytes, source, meta, omitted_by, queries"
+)
+INSERT_DELIVERED = (
+    "INSERT INTO delivered_records (seq, position, record_id, section, record_key, type, "
+    "document_id, chunk_id, occurred, context, shown, duplicate_ids, scores) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+SELECT_DELIVERED = (
+    "SELECT record_id, section, record_key, type, document_id, chunk_id, occurred, context, "
+    "shown, duplicate_ids, scores FROM delivered_records WHERE seq = ? ORDER BY position"
 )
 UPSERT_SOURCE = """
 INSERT INTO legacy_sources (identity, path, formats, size, next_offset, next_line, imported,
@@ -183,6 +225,41 @@ class MemoInfo:
 
 
 @dataclass(frozen=True)
+class DeliveredItem:
+    """One record a delivery gave the model, as the ledger keeps it (R-RECALL-4: what the block
+    did not show is not lost). The engine's ``DeliveredRecord``, in the store's terms."""
+
+    record_id: str
+    section: str  # project, user
+    key: str | None = None
+    type: str | None = None
+    document_id: str | None = None
+    chunk_id: str | None = None
+    occurred: str | None = None
+    context: str | None = None
+    shown: tuple[str, ...] = ()  # what besides the text the block showed: context, source
+    duplicate_ids: tuple[str, ...] = ()  # same-text records left out as duplicates of it
+    # Why recall returned it: Hindsight's scores (final, reranker, semantic, keyword; {} for
+    # records kept before scores were, or recall gave none).
+    scores: Mapping[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.record_id,
+            "section": self.section,
+            "key": self.key,
+            "type": self.type,
+            "documentId": self.document_id,
+            "chunkId": self.chunk_id,
+            "occurred": self.occurred,
+            "context": self.context,
+            "shown": list(self.shown),
+            "duplicateIds": list(self.duplicate_ids),
+            "scores": dict(self.scores),
+        }
+
+
+@dataclass(frozen=True)
 class EvidenceRecord:
     """One request's evidence, without the body (what ``list`` returns)."""
 
@@ -211,6 +288,12 @@ class EvidenceRecord:
     source: str  # "live", or "legacy:<format>" for migrated lines
     meta: Mapping[str, Any] = field(default_factory=dict)
     seq: int = 0
+    # Recalled records left out, by why: budget, duplicate, alreadyDelivered, inMemo ({}: none
+    # recorded — a record from before this was kept, or nothing was left out).
+    omitted_by: Mapping[str, int] = field(default_factory=dict)
+    # The query each recall was sent, redacted as sent ({"project": …, "user": …}; {}: kept
+    # before queries were, or no recall ran).
+    queries: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -227,6 +310,8 @@ class EvidenceRecord:
             "totalMs": self.total_ms,
             "recordCount": self.record_count,
             "omitted": self.omitted,
+            "omittedBy": dict(self.omitted_by),
+            "queries": dict(self.queries),
             "tokens": self.tokens,
             "bodyBytes": self.body_bytes,
             "recordIds": list(self.record_ids),
@@ -247,9 +332,14 @@ class EvidenceRecord:
 class EvidenceDetail:
     record: EvidenceRecord
     body: str | None  # the memory text delivered; None when nothing was delivered
+    items: tuple[DeliveredItem, ...] = ()  # per delivered record (none for older records)
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.record.to_json(), "body": self.body}
+        return {
+            **self.record.to_json(),
+            "records": [item.to_json() for item in self.items],
+            "body": self.body,
+        }
 
 
 @dataclass(frozen=True)
@@ -306,6 +396,9 @@ class RequestRow:
     confirmed: bool | None = None
     payload_bytes: int | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    items: tuple[DeliveredItem, ...] = ()
+    omitted_by: Mapping[str, int] = field(default_factory=dict)
+    queries: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def legacy_format(self) -> str | None:
@@ -332,6 +425,9 @@ class PreparedRecord:
     total_ms: float | None = None
     memo: MemoInfo | None = None
     prepared_at: float | None = None
+    items: tuple[DeliveredItem, ...] = ()  # per delivered record, in block order
+    omitted_by: Mapping[str, int] = field(default_factory=dict)  # left out, by why
+    queries: Mapping[str, str] = field(default_factory=dict)  # sent to recall, by section
 
     def row(self, now: float) -> RequestRow:
         return RequestRow(
@@ -352,108 +448,10 @@ class PreparedRecord:
             body=self.body,
             record_ids=tuple(self.record_ids),
             memo=self.memo,
+            items=tuple(self.items),
+            omitted_by=dict(self.omitted_by),
+            queries=dict(self.queries),
         )
-
-
-@dataclass(frozen=True)
-class EvidenceStats:
-    path: str
-    # Counts read every metadata row; ``stats(counts=False)`` leaves them None (cheap status).
-    records: int | None
-    by_outcome: Mapping[str, int] | None
-    delivered_attached: Mapping[str, int] | None  # true / false / unknown, of delivered records
-    delivered_confirmed: Mapping[str, int] | None
-    disk_bytes: int  # main file + WAL + shared memory
-    used_bytes: int  # live pages (the rest of the file is free space SQLite reuses)
-    cap_bytes: int
-    budget_bytes: int  # what the ledger may use: the cap minus kept legacy originals
-    legacy_bytes: int
-    legacy_sources: tuple[LegacySource, ...]
-    retention_days: float
-    oldest_at: float | None
-    newest_at: float | None
-    cap_cutoff: float | None  # the newest record the cap evicted
-    cap_evicted: int
-    now: float
-
-    @property
-    def effective_retention_days(self) -> float:
-        """The retention in force: the configured period, or less where the cap cut into it."""
-        configured = self.retention_days
-        if self.cap_cutoff is None:
-            return configured
-        return min(configured, max(0.0, (self.now - self.cap_cutoff) / 86_400))
-
-    @property
-    def retention_shortened(self) -> bool:
-        return self.effective_retention_days < self.retention_days
-
-    @property
-    def retention_note(self) -> str:
-        cap = format_bytes(self.cap_bytes)
-        if self.retention_shortened:
-            days = self.effective_retention_days
-            span = f"{days:.1f} days" if days >= 1 else f"{days * 24:.1f} hours"
-            return (
-                f"retention shortened to {span} by the {cap} cap "
-                f"({self.retention_days:g} days configured; {self.cap_evicted} records evicted)"
-            )
-        return f"retention {self.retention_days:g} days, cap {cap}"
-
-    @property
-    def problems(self) -> tuple[str, ...]:
-        found: list[str] = []
-        if self.legacy_bytes and self.cap_bytes - self.legacy_bytes < self.budget_bytes:
-            found.append(
-                f"kept legacy originals ({format_bytes(self.legacy_bytes)}) leave less than 10% "
-                f"of the {format_bytes(self.cap_bytes)} cap for evidence; delete the originals "
-                "you have checked, or raise evidence.capBytes"
-            )
-        return tuple(found)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "records": self.records,
-            "byOutcome": None if self.by_outcome is None else dict(self.by_outcome),
-            "deliveredAttached": None
-            if self.delivered_attached is None
-            else dict(self.delivered_attached),
-            "deliveredConfirmed": None
-            if self.delivered_confirmed is None
-            else dict(self.delivered_confirmed),
-            "diskBytes": self.disk_bytes,
-            "usedBytes": self.used_bytes,
-            "capBytes": self.cap_bytes,
-            "budgetBytes": self.budget_bytes,
-            "legacyBytes": self.legacy_bytes,
-            "retentionDays": self.retention_days,
-            "effectiveRetentionDays": round(self.effective_retention_days, 3),
-            "retentionShortened": self.retention_shortened,
-            "retentionNote": self.retention_note,
-            "capEvicted": self.cap_evicted,
-            "oldestAt": iso(self.oldest_at),
-            "newestAt": iso(self.newest_at),
-            "problems": list(self.problems),
-            "legacySources": [source_json(source) for source in self.legacy_sources],
-        }
-
-
-def source_json(source: LegacySource) -> dict[str, Any]:
-    return {
-        "identity": source.identity,
-        "path": source.path,
-        "size": source.size,
-        "nextOffset": source.next_offset,
-        "nextLine": source.next_line,
-        "formats": dict(source.formats),
-        "imported": source.imported,
-        "duplicates": source.duplicates,
-        "skipped": dict(source.skipped),
-        "bad": source.bad,
-        "badLines": [{"line": line, "reason": why} for line, why in source.bad_lines],
-        "completedAt": iso(source.completed_at),
-    }
 
 
 def request_params(row: RequestRow) -> tuple[object, ...]:
@@ -482,6 +480,49 @@ def request_params(row: RequestRow) -> tuple[object, ...]:
         row.payload_bytes,
         row.source,
         json.dumps(dict(row.meta), ensure_ascii=False, default=str) if row.meta else None,
+        json.dumps({str(key): int(value) for key, value in row.omitted_by.items()}),
+        json.dumps(
+            {str(key): str(value) for key, value in row.queries.items()}, ensure_ascii=False
+        ),
+    )
+
+
+def delivered_params(seq: int, items: tuple[DeliveredItem, ...]) -> list[tuple[object, ...]]:
+    """Parameters for :data:`INSERT_DELIVERED`, one tuple per item, in block order."""
+    return [
+        (
+            seq,
+            position,
+            str(item.record_id),
+            str(item.section),
+            item.key,
+            item.type,
+            item.document_id,
+            item.chunk_id,
+            item.occurred,
+            item.context,
+            json.dumps(list(item.shown)),
+            json.dumps(list(item.duplicate_ids)),
+            json.dumps(dict(item.scores)) if item.scores else None,
+        )
+        for position, item in enumerate(items)
+    ]
+
+
+def item_from_row(row: sqlite3.Row) -> DeliveredItem:
+    return DeliveredItem(
+        record_id=row["record_id"],
+        section=row["section"],
+        key=row["record_key"],
+        type=row["type"],
+        document_id=row["document_id"],
+        chunk_id=row["chunk_id"],
+        occurred=row["occurred"],
+        context=row["context"],
+        shown=tuple(json.loads(row["shown"])),
+        duplicate_ids=tuple(json.loads(row["duplicate_ids"])),
+        # NULL: kept before scores were (migration 3), or recall returned none.
+        scores=json.loads(row["scores"]) if row["scores"] else {},
     )
 
 
@@ -535,6 +576,8 @@ def record_from_row(row: sqlite3.Row) -> EvidenceRecord:
         source=row["source"],
         meta=json.loads(row["meta"]) if row["meta"] else {},
         seq=row["seq"],
+        omitted_by=json.loads(row["omitted_by"]),
+        queries=json.loads(row["queries"]),
     )
 
 
