@@ -22,7 +22,7 @@ from pi_hindsight.config import Settings
 from pi_hindsight.engine.connection import HindsightConnection
 from pi_hindsight.engine.memo import MemoCache, MemoState, memo_id
 from pi_hindsight.engine.query import build_query, is_trivial
-from pi_hindsight.engine.render import MessageBuilder, SectionReport
+from pi_hindsight.engine.render import MessageBuilder, SectionReport, record_key
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, USER_SCOPE_TAGS, Scope
 from pi_hindsight.engine.types import (
     Delivery,
@@ -36,6 +36,7 @@ from pi_hindsight.engine.types import (
 )
 from pi_hindsight.errors import BackendError, PiHindsightError
 from pi_hindsight.redaction import redact
+from pi_hindsight.stores.catalog_lifecycle import Corrected
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,20 @@ class _Fetched:
     user: list[MemoryRecord] | None = None
     memo: MemoState | None = None
     errors: list[str] = field(default_factory=list)
+    corrected: int = 0  # project records held back by a correction
+
+
+def hold_back(records: list[MemoryRecord], corrected: Corrected) -> tuple[list[MemoryRecord], int]:
+    """``records`` without those a correction in this scope keeps out: the corrected record, the
+    same text under another id, and an observation built on a corrected fact."""
+    kept = [
+        record
+        for record in records
+        if record.id not in corrected.record_ids
+        and record_key(record.text) not in corrected.text_keys
+        and not corrected.record_ids.intersection(record.source_memory_ids)
+    ]
+    return kept, len(records) - len(kept)
 
 
 class Deliverer:
@@ -65,6 +80,7 @@ class Deliverer:
         memory: VisibleContext,
         *,
         off_reason: str | None,
+        corrected: Corrected | None = None,
     ) -> Delivery:
         started = time.perf_counter()
         base = DeliveryDetails(request_id=request.request_id)
@@ -101,6 +117,8 @@ class Deliverer:
             )
             delivery = _outcome("backend_unavailable", details, reason=str(failure))
             return delivery.with_notices(self.connection.note(failure))
+        if corrected and fetched.project:
+            fetched.project, fetched.corrected = hold_back(fetched.project, corrected)
         recall_ms = round((time.perf_counter() - started) * 1000, 1)
         notices = self.connection.note(None) if not fetched.errors else ()
         delivery = self._compose(scope, settings, memory, fetched, details)
@@ -263,6 +281,7 @@ class Deliverer:
             budget=sum(s.omitted_budget for s in sections),
             duplicate=sum(s.omitted_duplicate for s in sections),
             already_delivered=sum(s.omitted_already_delivered for s in sections),
+            corrected=fetched.corrected,
         )
         details = dataclasses.replace(
             details,

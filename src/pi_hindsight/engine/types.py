@@ -130,19 +130,28 @@ class Omitted:
     budget: int = 0
     duplicate: int = 0
     already_delivered: int = 0
+    corrected: int = 0  # held back by a correction in force in this scope
 
     def to_json(self) -> dict[str, int]:
-        return {
+        data = {
             "budget": self.budget,
             "duplicate": self.duplicate,
             "alreadyDelivered": self.already_delivered,
         }
+        if self.corrected:
+            data["corrected"] = self.corrected
+        return data
 
     @classmethod
     def from_json(cls, data: object) -> Omitted:
         if not isinstance(data, Mapping):
             return cls()
-        return cls(_ints(data, "budget"), _ints(data, "duplicate"), _ints(data, "alreadyDelivered"))
+        return cls(
+            _ints(data, "budget"),
+            _ints(data, "duplicate"),
+            _ints(data, "alreadyDelivered"),
+            _ints(data, "corrected"),
+        )
 
 
 @dataclass(frozen=True)
