@@ -51,8 +51,7 @@ class _Writer:
         entry_id = uuid.uuid4().hex[:8]
         iso, _ = self._stamp()
         self.lines.append(
-            {"type": entry_type, "id": entry_id, "parentId": self.parent, "timestamp": iso}
-            | fields
+            {"type": entry_type, "id": entry_id, "parentId": self.parent, "timestamp": iso} | fields
         )
         self.parent = entry_id
         self.ids.append(entry_id)

@@ -31,7 +31,7 @@ def _unit_line(done: int, total: int, unit: SeedUnit) -> str:
 
 
 async def _wait(
-    engine: Any, keys: list[tuple[str, str]], timeout: float, tty: bool
+    engine: Any, keys: list[tuple[str, str]], timeout: float, tty: bool, quiet: bool
 ) -> dict[str, int]:
     outbox = await engine.state.open_outbox()
     deadline = time.monotonic() + timeout
@@ -46,7 +46,7 @@ async def _wait(
             if bar is not None:
                 bar.update(finished - shown)
                 shown = finished
-            elif time.monotonic() - last_line > 5 or finished == total:
+            elif not quiet and (time.monotonic() - last_line > 5 or finished == total):
                 click.echo(f"delivered {states['done']}/{total} ({states['dead']} dead)")
                 last_line = time.monotonic()
             if finished >= total or time.monotonic() > deadline:
@@ -105,7 +105,7 @@ async def _seed(
         engine.wake_worker()
         data.update(applied=True, queued=result.items, queuedCharacters=result.characters)
         if wait:
-            states = await _wait(engine, list(result.keys), timeout, tty)
+            states = await _wait(engine, list(result.keys), timeout, tty, as_json)
             data["delivery"] = states
             if not as_json:
                 click.echo(

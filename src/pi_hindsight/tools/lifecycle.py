@@ -192,25 +192,32 @@ async def forget(context: ToolContext, args: MemoryArgs) -> ToolResult:
         actor=context.host.name,
         detail=f"{sum(deleted.values())} memory units",
     )
-    refreshed = await _refresh_memo(context, args)
+    refreshed, operation = await _refresh_memo(context, args, full=True)
     units = sum(deleted.values())
     return ToolResult(
         bounded(
             f"Forgotten: deleted {len(deleted)} document(s) ({', '.join(deleted)}) and their "
             f"{units} memory unit(s) from {scope.scope_id}. {refreshed}"
         ),
-        {**details, "applied": True, "deletedUnits": deleted},
+        {**details, "applied": True, "deletedUnits": deleted, "memoOperationId": operation},
     )
 
 
-async def _refresh_memo(context: ToolContext, args: MemoryArgs) -> str:
-    """Refresh the startup memo (tools/memo.py's path); a failure is said, never fatal."""
+async def _refresh_memo(
+    context: ToolContext, args: MemoryArgs, *, full: bool = False
+) -> tuple[str, str | None]:
+    """Refresh the startup memo (tools/memo.py's path): (what to say, the operation id). A
+    failure is said, never fatal. After a forget the refresh is full: a delta refresh only adds
+    what is new and could keep stating what was deleted."""
     try:
-        result = await memo.refresh_memo(context, args)
+        result = await memo.refresh_memo(context, args, full=full)
     except (BackendError, ToolInputError) as error:
-        return f"The startup memo could not be refreshed now ({error}); it may still state it."
+        return (
+            f"The startup memo could not be refreshed now ({error}); it may still state it.",
+            None,
+        )
     operation = result.details.get("operationId")
-    return f"Startup memo refresh requested (operation {operation})."
+    return f"Startup memo refresh requested (operation {operation}).", str(operation)
 
 
 def correction_note(wrong: str, right: str) -> str:
@@ -250,14 +257,19 @@ async def correct(context: ToolContext, args: MemoryArgs) -> ToolResult:
         ),
         bank_id=scope.bank_id,
     )
-    refreshed = await _refresh_memo(context, args)
+    refreshed, operation = await _refresh_memo(context, args)
     return ToolResult(
         bounded(
             f'Corrected: record {record.id} ("{wrong}") is no longer delivered in '
             f"{scope.scope_id}; the correction is queued for memory (note {note_id}). "
             f"{refreshed} Lift it with `pi-hindsight memory corrections --remove {record.id}`."
         ),
-        {"recordId": record.id, "noteId": note_id, "scope": scope.scope_id},
+        {
+            "recordId": record.id,
+            "noteId": note_id,
+            "scope": scope.scope_id,
+            "memoOperationId": operation,
+        },
     )
 
 
