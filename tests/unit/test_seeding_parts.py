@@ -237,8 +237,8 @@ def test_git_ranges_are_stable_when_seeding_resumes_after_a_marker(tmp_path: Pat
 def test_the_token_estimate_counts_chunks_and_content() -> None:
     assert estimate_tokens([]) == 0
     one = estimate_tokens([100])
-    assert one == 3_150 + 4_300 + 3 * 25
-    assert estimate_tokens([3_001]) > 2 * (3_150 + 4_300)
+    assert one == 3_150 + 25_600 + 3 * 25
+    assert estimate_tokens([3_001]) > 2 * (3_150 + 25_600)
 
 
 def test_corrections_are_kept_per_scope_listed_lifted_and_logged(tmp_path: Path) -> None:

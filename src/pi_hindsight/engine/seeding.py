@@ -48,18 +48,19 @@ from pi_hindsight.stores.runner import run_store
 SEED_PREFIX = "seed:"
 T = TypeVar("T")
 
-# The LLM tokens Hindsight (1.1.0) spends per retained document: each chunk of
+# The LLM input tokens Hindsight (1.1.0) spends per retained document: each chunk of
 # ``CHUNK_CHARS`` characters is one fact-extraction call (a fixed prompt of ~12.5 K characters
-# plus the chunk in, the facts out), and the facts are consolidated in calls with a fixed prompt
-# of ~17 K characters. Measured on that server's prompts (bench/seed_bench.py); a real model's
-# output length varies, so this is an estimate, not a bill.
+# plus the chunk), and consolidating the chunk's facts costs ~25.6 K tokens more (its prompt of
+# ~17 K characters plus the observations it compares against), as measured by
+# bench/seed_bench.py (100 sessions and 300 commits into a new bank). Consolidation grows with
+# the bank, and a real model's answers add roughly the content again: an estimate, not a bill.
 CHUNK_CHARS = 3_000
 EXTRACT_PROMPT_TOKENS = 3_150
-CONSOLIDATE_PROMPT_TOKENS = 4_300
+CONSOLIDATE_PROMPT_TOKENS = 25_600
 CONTENT_PASSES = 3  # the content is read in, restated as facts, and read again to consolidate
 ESTIMATE_NOTE = (
-    "per document: ceil(chars / 3000) chunks x (3150 extraction + 4300 consolidation prompt "
-    "tokens) + 3 x chars / 4 (content in, facts out, facts consolidated)"
+    "LLM input tokens, per document: ceil(chars / 3000) chunks x (3150 extraction + 25600 "
+    "consolidation) + 3 x chars / 4 (measured on hindsight-api 1.1.0, bench/seed_bench.py)"
 )
 
 UnitKind = Literal["session", "git"]

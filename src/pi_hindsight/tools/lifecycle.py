@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from pi_hindsight.backend import MemoryBackend, MemoryRecord
 from pi_hindsight.backend.records import DocumentInfo
+from pi_hindsight.engine.memo import memo_id
 from pi_hindsight.engine.render import record_key
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, Scope
 from pi_hindsight.errors import BackendError
@@ -192,6 +193,13 @@ async def forget(context: ToolContext, args: MemoryArgs) -> ToolResult:
         actor=context.host.name,
         detail=f"{sum(deleted.values())} memory units",
     )
+    # A refresh that finds no memories keeps the content it has (Hindsight 1.1.0), so the memo
+    # is emptied first: it then states only what the refresh finds.
+    try:
+        await backend.clear_mental_model(scope.bank_id, memo_id(scope), timeout=timeout)
+    except BackendError as error:
+        if error.status != 404:  # no memo yet: nothing to clear
+            raise
     refreshed, operation = await _refresh_memo(context, args, full=True)
     units = sum(deleted.values())
     return ToolResult(
