@@ -29,6 +29,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from _sidecar import Sidecar  # bench/_sidecar.py (benchmarks run as scripts)
@@ -139,6 +140,94 @@ def main() -> None:
         run(baseline, options.baseline)
 
 
+def _cli(env: dict[str, str], *args: str) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pi_hindsight", *args], env=env, check=True, capture_output=True
+    )
+
+
+def _prepare(work: Path, base_url: str) -> tuple[Path, str, dict[str, str]]:
+    """A registered repository and a state dir for a fresh bank: (repo, bank, env)."""
+    state = work / "state"
+    repo = work / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(
+        ["git", "remote", "add", "origin", "https://example.com/bench/repo.git"],
+        cwd=repo,
+        check=True,
+    )
+    bank = f"bench-{uuid.uuid4().hex[:8]}"
+    state.mkdir()
+    (state / "config.json").write_text(
+        json.dumps({"hindsight": {"baseUrl": base_url}, "banks": {"project": {"bankId": bank}}})
+    )
+    env = dict(os.environ, PI_HINDSIGHT_STATE_DIR=str(state))
+    _cli(env, "scope", "register", str(repo))
+    return repo, bank, env
+
+
+def _seed(sidecar: Sidecar, repo: Path, env: dict[str, str]) -> None:
+    """Give the bank some memories to find, and wait until Hindsight holds them."""
+    sidecar.call(
+        "initialize",
+        {"protocolVersion": 1, "cwd": str(repo), "sessionId": "bench", "hasUI": False},
+    )
+    for n in range(20):
+        sidecar.call(
+            "turnCompleted",
+            {
+                "requestId": f"seed-{n}",
+                "sessionId": "bench",
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": f"Service {n} runs on port {8000 + n} in cluster c{n % 3}.",
+                    },
+                    {"role": "assistant", "content": [{"type": "text", "text": "Noted."}]},
+                ],
+            },
+        )
+    _cli(env, "outbox", "drain", "--timeout", "180")
+
+
+def _baseline(work: Path, env: dict[str, str], repo: Path, src: Path, name: str) -> Measured:
+    # Its own state dir: an older version cannot open a newer version's stores.
+    state = Path(env["PI_HINDSIGHT_STATE_DIR"])
+    old_state = work / "state-baseline"
+    old_state.mkdir()
+    (old_state / "config.json").write_text((state / "config.json").read_text())
+    old_env = dict(env, PI_HINDSIGHT_STATE_DIR=str(old_state), PYTHONPATH=str(src))
+    _cli(old_env, "scope", "register", str(repo))
+    return Measured(f"baseline {name}", Sidecar(old_env))
+
+
+def _measure(measured: list[Measured], repo: Path, queries: list[str]) -> None:
+    for each in measured:
+        for query in queries[:10]:  # warm up: client import, bank check, connections
+            each.sidecar.call(
+                "initialize",
+                {"protocolVersion": 1, "cwd": str(repo), "sessionId": "w", "hasUI": False},
+            )
+            each.sidecar.call(
+                "prepareMemory", {"requestId": "warm", "prompt": query, "sessionId": "w"}
+            )
+    for index, query in enumerate(queries):
+        for each in measured:  # interleaved: both see the same server at the same moment
+            each.request(repo, index, query)
+    for each in measured:
+        each.sidecar.close()
+
+
+@dataclass
+class Figures:
+    measured: list[Measured]
+    direct: list[float]
+    ready: list[float]
+    bare: list[float]
+    old_ready: list[float] | None
+
+
 def run(baseline_src: Path | None, baseline_name: str | None) -> None:
     from pi_hindsight.launcher import start_server, stop_server
 
@@ -147,83 +236,14 @@ def run(baseline_src: Path | None, baseline_name: str | None) -> None:
     external = os.environ.get("PI_HINDSIGHT_BENCH_SERVER_URL")
     base_url = external or start_server(server_state, llm="offline").base_url
     try:
-        state = work / "state"
-        repo = work / "repo"
-        repo.mkdir()
-        subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
-        subprocess.run(
-            ["git", "remote", "add", "origin", "https://example.com/bench/repo.git"],
-            cwd=repo,
-            check=True,
-        )
-        bank = f"bench-{uuid.uuid4().hex[:8]}"
-        state.mkdir()
-        (state / "config.json").write_text(
-            json.dumps({"hindsight": {"baseUrl": base_url}, "banks": {"project": {"bankId": bank}}})
-        )
-        env = dict(os.environ, PI_HINDSIGHT_STATE_DIR=str(state))
-        subprocess.run(
-            [sys.executable, "-m", "pi_hindsight", "scope", "register", str(repo)],
-            env=env,
-            check=True,
-            capture_output=True,
-        )
+        repo, bank, env = _prepare(work, base_url)
         sidecar = Sidecar(env)
-        sidecar.call(
-            "initialize",
-            {"protocolVersion": 1, "cwd": str(repo), "sessionId": "bench", "hasUI": False},
-        )
-        # Give the bank some memories to find.
-        for n in range(20):
-            sidecar.call(
-                "turnCompleted",
-                {
-                    "requestId": f"seed-{n}",
-                    "sessionId": "bench",
-                    "messages": [
-                        {
-                            "role": "user",
-                            "content": f"Service {n} runs on port {8000 + n} in cluster c{n % 3}.",
-                        },
-                        {"role": "assistant", "content": [{"type": "text", "text": "Noted."}]},
-                    ],
-                },
-            )
-        subprocess.run(
-            [sys.executable, "-m", "pi_hindsight", "outbox", "drain", "--timeout", "180"],
-            env=env,
-            check=True,
-            capture_output=True,
-        )
+        _seed(sidecar, repo, env)
         queries = [f"Which port does service {n % 20} use?" for n in range(REQUESTS)]
         measured = [Measured("current", sidecar)]
         if baseline_src is not None:
-            # Its own state dir: an older version cannot open a newer version's stores.
-            old_state = work / "state-baseline"
-            old_state.mkdir()
-            (old_state / "config.json").write_text((state / "config.json").read_text())
-            old_env = dict(env, PI_HINDSIGHT_STATE_DIR=str(old_state), PYTHONPATH=str(baseline_src))
-            subprocess.run(
-                [sys.executable, "-m", "pi_hindsight", "scope", "register", str(repo)],
-                env=old_env,
-                check=True,
-                capture_output=True,
-            )
-            measured.append(Measured(f"baseline {baseline_name}", Sidecar(old_env)))
-        for each in measured:
-            for query in queries[:10]:  # warm up: client import, bank check, connections
-                each.sidecar.call(
-                    "initialize",
-                    {"protocolVersion": 1, "cwd": str(repo), "sessionId": "w", "hasUI": False},
-                )
-                each.sidecar.call(
-                    "prepareMemory", {"requestId": "warm", "prompt": query, "sessionId": "w"}
-                )
-        for index, query in enumerate(queries):
-            for each in measured:  # interleaved: both see the same server at the same moment
-                each.request(repo, index, query)
-        for each in measured:
-            each.sidecar.close()
+            measured.append(_baseline(work, env, repo, baseline_src, str(baseline_name)))
+        _measure(measured, repo, queries)
         scope_tags = ["project:example.com/bench/repo"]
         direct = asyncio.run(direct_recalls(base_url, bank, scope_tags, queries))
         ready, bare = cold_start(env)
@@ -233,7 +253,11 @@ def run(baseline_src: Path | None, baseline_name: str | None) -> None:
     finally:
         if not external:
             stop_server(server_state)
+    report(Figures(measured, direct, ready, bare, old_ready), baseline_name)
 
+
+def report(figures: Figures, baseline_name: str | None) -> None:
+    measured, direct, ready, bare = figures.measured, figures.direct, figures.ready, figures.bare
     ms = 1000.0
     print(f"requests: {REQUESTS} per sidecar (each the first of a fresh session)")
     for each in measured:
@@ -260,10 +284,11 @@ def run(baseline_src: Path | None, baseline_name: str | None) -> None:
         f"(bare python start p50 {statistics.median(bare) * ms:.1f} ms, "
         f"ratio {statistics.median(ready) / statistics.median(bare):.1f}x)   (target <= 300 ms)"
     )
-    if old_ready:
+    if figures.old_ready:
+        old = statistics.median(figures.old_ready)
         print(
-            f"cold start, baseline {baseline_name} p50 {statistics.median(old_ready) * ms:7.1f} ms"
-            f"  (current / baseline {statistics.median(ready) / statistics.median(old_ready):.2f})"
+            f"cold start, baseline {baseline_name} p50 {old * ms:7.1f} ms"
+            f"  (current / baseline {statistics.median(ready) / old:.2f})"
         )
 
 

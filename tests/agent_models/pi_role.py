@@ -21,6 +21,12 @@ Pi streams every request. What it says is decided by a *script*::
       "default_reply": "Understood."
     }
 
+A rule may also script trouble: ``"fail_first": N`` answers its first N requests with HTTP
+``fail_status`` (default 503, a transient error Pi retries) and ``fail_message``;
+``"overflow_first": N`` answers its first N with Pi's context-overflow error (400 "Your input
+exceeds the context window of this model"), which makes Pi 1.x compact and retry; ``"delay_ms":
+D`` waits D ms before each streamed chunk (time to abort, or to queue a follow-up, meanwhile).
+
 A rule matches when ``match`` is a case-insensitive substring of the latest *real* user
 prompt: the last ``role: user`` message whose text does not start with
 ``<hindsight-memory`` (the fence of the memory messages pi-hindsight injects, which Pi
@@ -33,12 +39,14 @@ shorthand for a single round.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pi_hindsight_standin import Answer, RoleRequest, ScriptError, openai_chat_role
+from pi_hindsight_standin import Answer, RoleRequest, ScriptError, SseEvent, openai_chat_role
 from pi_hindsight_standin.roles import JsonObject
 from pi_hindsight_standin.wire import (
     Reply,
@@ -71,6 +79,11 @@ class Rule:
     reply: str | None = None
     steps: tuple[tuple[ScriptedCall, ...], ...] = ()
     then_reply: str = DEFAULT_REPLY
+    fail_first: int = 0
+    fail_status: int = 503
+    fail_message: str = "upstream overloaded, try again"
+    overflow_first: int = 0
+    delay_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -104,7 +117,19 @@ _HINT = (
     'expected {"rules": [{"match", "reply" | "tool_calls"/"steps" + "then_reply"}], '
     '"default_reply"}'
 )
-_RULE_KEYS = {"match", "reply", "tool_calls", "steps", "then_reply"}
+_RULE_KEYS = {
+    "match",
+    "reply",
+    "tool_calls",
+    "steps",
+    "then_reply",
+    "fail_first",
+    "fail_status",
+    "fail_message",
+    "overflow_first",
+    "delay_ms",
+}
+OVERFLOW_MESSAGE = "Your input exceeds the context window of this model"
 
 
 def _calls(raw: Any, where: str) -> tuple[ScriptedCall, ...]:
@@ -147,7 +172,25 @@ def _rule(raw: Any, where: str) -> Rule:
         raise ScriptError(f"{where}: 'then_reply' must be a string", hint=_HINT)
     if (reply is None) == (not steps):
         raise ScriptError(f"{where}: give exactly one of 'reply' or tool calls", hint=_HINT)
-    return Rule(match=match, reply=reply, steps=steps, then_reply=then_reply)
+    return Rule(
+        match=match, reply=reply, steps=steps, then_reply=then_reply, **_trouble(raw, where)
+    )
+
+
+def _trouble(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A rule's scripted failures and delay, validated."""
+    trouble: dict[str, Any] = {}
+    for key in ("fail_first", "fail_status", "overflow_first", "delay_ms"):
+        if key in raw:
+            value = raw[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ScriptError(f"{where}: '{key}' must be a non-negative integer", hint=_HINT)
+            trouble[key] = value
+    if "fail_message" in raw:
+        if not isinstance(raw["fail_message"], str):
+            raise ScriptError(f"{where}: 'fail_message' must be a string", hint=_HINT)
+        trouble["fail_message"] = raw["fail_message"]
+    return trouble
 
 
 def _is_memory(text: str) -> bool:
@@ -188,6 +231,16 @@ def _last_tool_result(messages: Sequence[Mapping[str, Any]]) -> str:
     return ""
 
 
+def matching_rule(script: PiScript, body: Mapping[str, Any]) -> tuple[int, Rule] | None:
+    """The first rule matching the latest real prompt, with its index."""
+    messages = messages_of(body)
+    index = latest_prompt_index(messages)
+    prompt = "" if index is None else content_text(messages[index].get("content")).lower()
+    return next(
+        ((n, rule) for n, rule in enumerate(script.rules) if rule.match.lower() in prompt), None
+    )
+
+
 def answer(script: PiScript, body: Mapping[str, Any]) -> Reply:
     """What the scripted model says next in this conversation."""
     messages = messages_of(body)
@@ -226,6 +279,7 @@ class PiRole:
         self._script = PiScript.from_json(script)
         self._lock = threading.Lock()
         self._handle = openai_chat_role(self._decide, model=MODEL)
+        self._troubled: dict[tuple[int, str], int] = {}  # (rule, kind) -> requests so answered
 
     @property
     def script(self) -> PiScript:
@@ -236,9 +290,43 @@ class PiRole:
         parsed = PiScript.from_json(script)
         with self._lock:
             self._script = parsed
+            self._troubled.clear()
 
     def _decide(self, body: JsonObject) -> tuple[str, Reply]:
         return classify(body), answer(self.script, body)
 
+    def _trouble(self, body: JsonObject) -> tuple[Answer | None, int]:
+        """A scripted failure for this request (counted per rule), and the chunk delay."""
+        found = matching_rule(self.script, body)
+        if found is None:
+            return None, 0
+        number, rule = found
+        with self._lock:
+            for kind, first, status, message in (
+                ("overflow", rule.overflow_first, 400, OVERFLOW_MESSAGE),
+                ("failure", rule.fail_first, rule.fail_status, rule.fail_message),
+            ):
+                done = self._troubled.get((number, kind), 0)
+                if done < first:
+                    self._troubled[(number, kind)] = done + 1
+                    payload = {"error": {"message": message, "type": kind, "code": status}}
+                    return Answer(kind, status=status, payload=payload), rule.delay_ms
+        return None, rule.delay_ms
+
     def __call__(self, request: RoleRequest) -> Answer:
-        return self._handle(request)
+        body = request.body
+        if body is None or request.method != "POST":
+            return self._handle(request)
+        failure, delay_ms = self._trouble(body)
+        if failure is not None:
+            return failure
+        answer = self._handle(request)
+        if delay_ms and answer.events is not None:
+            return dataclasses.replace(answer, events=_slowly(answer.events, delay_ms / 1000))
+        return answer
+
+
+def _slowly(events: Iterable[SseEvent], delay_s: float) -> Iterator[SseEvent]:
+    for event in events:
+        time.sleep(delay_s)
+        yield event

@@ -67,6 +67,22 @@ def hold_back(records: list[MemoryRecord], corrected: Corrected) -> tuple[list[M
     return kept, len(records) - len(kept)
 
 
+def _no_recall(
+    request: UserRequest, settings: Settings, details: DeliveryDetails
+) -> Delivery | None:
+    """Why this request gets no automatic recall at all, if it gets none."""
+    if request.origin != "user":
+        # R-RECALL-1: automatic recall is for the user's requests; the model can still search
+        # with the memory tool. Recorded as its own kind, never as a failure.
+        started_by = request.origin_detail or "something other than the user"
+        return _outcome("not_user_request", details, reason=f"a run started by {started_by}")
+    if settings.recall.skip_trivial and is_trivial(request.prompt):
+        return _outcome("skipped", details, reason="trivial prompt")
+    if not settings.project_recall and not settings.user_bank_active:
+        return _outcome("skipped", details, reason=f"profile {settings.profile} recalls nothing")
+    return None
+
+
 class Deliverer:
     def __init__(self, connection: HindsightConnection) -> None:
         self.connection = connection
@@ -87,13 +103,10 @@ class Deliverer:
         if scope is None:
             return _outcome("not_registered", base, reason=off_reason or "memory is off")
         details = dataclasses.replace(base, scope_id=scope.scope_id, bank_id=scope.bank_id)
+        declined = _no_recall(request, settings, details)
+        if declined is not None:
+            return declined
         recall = settings.recall
-        if recall.skip_trivial and is_trivial(request.prompt):
-            return _outcome("skipped", details, reason="trivial prompt")
-        if not settings.project_recall and not settings.user_bank_active:
-            return _outcome(
-                "skipped", details, reason=f"profile {settings.profile} recalls nothing"
-            )
         query = build_query(
             request.prompt,
             memory.recent,

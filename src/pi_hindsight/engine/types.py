@@ -17,8 +17,16 @@ from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.transcript import TurnMessage
 
 # Every request ends in exactly one of these (R-RECALL-6 / issue 5): visible in status and evidence.
+# ``not_user_request``: a run the host started for something other than the user (another
+# extension's message): not a failure, and no automatic recall (R-RECALL-1 is about user requests).
 Outcome = Literal[
-    "delivered", "nothing_found", "skipped", "backend_unavailable", "not_registered", "error"
+    "delivered",
+    "nothing_found",
+    "skipped",
+    "backend_unavailable",
+    "not_registered",
+    "not_user_request",
+    "error",
 ]
 OUTCOMES: tuple[Outcome, ...] = (
     "delivered",
@@ -26,6 +34,7 @@ OUTCOMES: tuple[Outcome, ...] = (
     "skipped",
     "backend_unavailable",
     "not_registered",
+    "not_user_request",
     "error",
 )
 NoticeLevel = Literal["info", "warning", "error"]
@@ -92,11 +101,19 @@ class SessionView:
     off_reason: str | None
 
 
+RequestOrigin = Literal["user", "extension"]
+
+
 @dataclass(frozen=True)
 class UserRequest:
+    """A run of the agent about to start: for the user's prompt, or (``origin="extension"``)
+    started by something else in the host, e.g. another extension's message."""
+
     request_id: str
     session_id: str
     prompt: str
+    origin: RequestOrigin = "user"
+    origin_detail: str | None = None  # what started it, when not the user (e.g. a message type)
 
 
 def _ints(data: Mapping[str, Any], key: str) -> int:

@@ -22,9 +22,11 @@ import {
 	parseSessionState,
 	parseToolCallResult,
 	parseTurnResult,
+	type PrepareParams,
 	type SessionState,
 	type Timeouts,
 	type ToolSpec,
+	type TurnParams,
 } from "./types.ts";
 
 const STATUS_KEY = "hindsight";
@@ -75,6 +77,66 @@ function describe(error: unknown): string {
 	return error instanceof Error ? error.message : String(error);
 }
 
+/** The request in flight: its id, the memory to look for in the first provider payload, and
+ * (Pi 1.x) the session leaf it started from — the entries after it are the request's. */
+interface OpenRequest {
+	requestId: string;
+	needle: string | undefined;
+	anchor: string | null | undefined;
+}
+
+/** What started a run: the user's prompt, or (Pi 1.x) another extension's custom message. */
+interface RunStart {
+	messageType: "user" | "custom";
+	prompt: string;
+	customType?: string;
+}
+
+/** `before_agent_start` of either version: Pi 1.x's is a union on `messageType`. */
+function startOf(event: unknown): RunStart {
+	const e = typeof event === "object" && event !== null ? (event as Record<string, unknown>) : {};
+	if (e.messageType === "custom") {
+		const message = typeof e.message === "object" && e.message !== null ? (e.message as Record<string, unknown>) : {};
+		return { messageType: "custom", prompt: "", customType: typeof message.customType === "string" ? message.customType : undefined };
+	}
+	return { messageType: "user", prompt: typeof e.prompt === "string" ? e.prompt : "" };
+}
+
+/** Pi 1.x and later settle runs (`agent_settled`); 0.73.1 ends them at `agent_end`. */
+export function settlesRuns(version: string): boolean {
+	const major = Number.parseInt(version.split(".")[0] ?? "0", 10);
+	return Number.isFinite(major) && major >= 1;
+}
+
+function isAborted(event: unknown): boolean {
+	return typeof event === "object" && event !== null && (event as { aborted?: unknown }).aborted === true;
+}
+
+/** Subscribes to an event only newer Pi versions have (their types are not the ones compiled against). */
+function onLaterEvent(pi: ExtensionAPI, name: string, handler: (event: unknown, ctx: ExtensionContext) => Promise<void>): void {
+	(pi.on as unknown as (event: string, handler: (event: unknown, ctx: ExtensionContext) => Promise<void>) => void)(name, handler);
+}
+
+function leafId(ctx: ExtensionContext): string | null {
+	try {
+		return ctx.sessionManager.getLeafId();
+	} catch {
+		return null;
+	}
+}
+
+/** The entries on the current branch after `anchor` (all of them when the anchor is not on it). */
+function entriesSince(ctx: ExtensionContext, anchor: string | null | undefined): Record<string, unknown>[] {
+	let branch: unknown[];
+	try {
+		branch = ctx.sessionManager.getBranch();
+	} catch {
+		return [];
+	}
+	const start = anchor === null || anchor === undefined ? 0 : branch.findIndex((entry) => (entry as { id?: unknown }).id === anchor) + 1;
+	return branch.slice(start).filter((entry): entry is Record<string, unknown> => typeof entry === "object" && entry !== null);
+}
+
 /** One instance per extension instance: Pi runs the factory again after reload or a session switch. */
 class HindsightShim {
 	private client: RpcClient | undefined;
@@ -86,8 +148,11 @@ class HindsightShim {
 	private tools = new Map<string, ToolSpec>();
 	private commands = new Map<string, CommandSpec>();
 	private readonly registeredTools = new Set<string>();
-	/** The user request in flight: its id and, until the first provider call, the memory to look for. */
-	private turn: { requestId: string; needle: string | undefined } | undefined;
+	/** The request in flight (see OpenRequest). */
+	private turn: OpenRequest | undefined;
+	/** Pi 1.x: `agent_end` is not final (retries, compaction retries, continuations); the request
+	 * ends at `agent_settled`, and its messages are the session entries after `anchor`. */
+	private readonly settles = settlesRuns(PI_VERSION);
 	/** Aborted at session_shutdown: ends a consent dialog still open. */
 	private readonly lifetime = new AbortController();
 	/** Per-call failures already shown; cleared when that call succeeds again. */
@@ -99,14 +164,21 @@ class HindsightShim {
 	register(): void {
 		const { pi } = this;
 		pi.on("session_start", async (event, ctx) => this.start(event.reason, ctx));
-		pi.on("before_agent_start", async (event, ctx) => this.prepare(event.prompt, ctx));
+		pi.on("before_agent_start", async (event, ctx) => this.prepare(startOf(event), ctx));
 		pi.on("before_provider_request", (event) => this.confirmDelivery(event.payload));
 		pi.on("message_end", (event) => this.noteAttached(event.message));
-		pi.on("agent_end", async (event, ctx) => this.turnCompleted(event.messages, ctx));
+		pi.on("agent_end", async (event, ctx) => {
+			if (!this.settles) await this.finish(ctx, event.messages);
+		});
+		if (this.settles) {
+			onLaterEvent(pi, "agent_settled", async (event, ctx) => this.finish(ctx, undefined, isAborted(event)));
+		}
 		pi.on("session_compact", (_event, ctx) => {
 			this.usable()?.notify("compaction", this.sessionParams(ctx));
 		});
-		pi.on("session_shutdown", async (event) => {
+		pi.on("session_shutdown", async (event, ctx) => {
+			// A run that never settled (it failed to start) is still one request: finish it first.
+			if (this.turn !== undefined && this.settles) await this.finish(ctx);
 			this.lifetime.abort();
 			await this.client?.close(event.reason, this.timeouts.shutdownMs);
 		});
@@ -220,20 +292,29 @@ class HindsightShim {
 
 	// -- one user request ---------------------------------------------------------------------------
 
-	private async prepare(prompt: string, ctx: ExtensionContext) {
+	/**
+	 * A request starts at `before_agent_start`. Pi 1.x retries, compaction retries, settle
+	 * continuations, steers and follow-ups do not fire it: they belong to the request in flight.
+	 * A run another extension started (Pi 1.x `messageType: "custom"`) has no prompt; the sidecar
+	 * records it as such and gives it no automatic recall.
+	 */
+	private async prepare(start: RunStart, ctx: ExtensionContext) {
 		this.ctx = ctx;
+		if (this.turn !== undefined && this.settles) await this.finish(ctx); // it never settled
 		const requestId = randomUUID();
-		const turn: { requestId: string; needle: string | undefined } = { requestId, needle: undefined };
+		const turn: OpenRequest = { requestId, needle: undefined, anchor: this.settles ? leafId(ctx) : undefined };
 		this.turn = turn;
 		const client = this.usable();
 		if (client === undefined) return undefined;
 		try {
+			const params: PrepareParams = { requestId, ...this.sessionParams(ctx), prompt: start.prompt, messageType: start.messageType };
+			if (start.customType !== undefined) params.customType = start.customType;
 			const result = parsePrepareResult(
 				await client.request(
 					"prepareMemory",
-					{ requestId, prompt, ...this.sessionParams(ctx) },
-					// ctx.signal is undefined during before_agent_start in Pi 0.73.1 (the agent run
-					// starts afterwards); it is passed anyway so an abort cancels at once if Pi sets it.
+					params,
+					// ctx.signal is undefined during before_agent_start (0.73.1 and 1.x: the run starts
+					// afterwards); it is passed anyway so an abort cancels at once if Pi ever sets it.
 					{ timeoutMs: this.timeouts.prepareMs, signal: ctx.signal },
 				),
 			);
@@ -302,19 +383,25 @@ class HindsightShim {
 		return null;
 	}
 
-	private async turnCompleted(messages: unknown[], ctx: ExtensionContext): Promise<void> {
-		const requestId = this.turn?.requestId ?? randomUUID();
+	/**
+	 * The request is over: Pi 0.73.1 at `agent_end` (its messages), Pi 1.x at `agent_settled`
+	 * (the session entries added since the request started; the sidecar picks its messages).
+	 */
+	private async finish(ctx: ExtensionContext, messages?: readonly object[], aborted = false): Promise<void> {
+		const turn = this.turn;
 		this.turn = undefined;
+		const requestId = turn?.requestId ?? randomUUID();
 		const client = this.usable();
 		if (client === undefined) return;
+		if (turn?.needle !== undefined) {
+			// Memory was prepared but no provider request went out (aborted before it): not sent.
+			client.notify("confirmDelivery", { requestId, confirmed: false, payloadBytes: null });
+		}
+		const params: TurnParams = { requestId, ...this.sessionParams(ctx), messages: (messages ?? []) as Record<string, unknown>[], aborted };
+		if (messages === undefined) params.entries = entriesSince(ctx, turn?.anchor);
+		else params.memoryEntryId = this.memoryEntryId(requestId, ctx);
 		try {
-			const result = parseTurnResult(
-				await client.request(
-					"turnCompleted",
-					{ requestId, ...this.sessionParams(ctx), messages, memoryEntryId: this.memoryEntryId(requestId, ctx) },
-					{ timeoutMs: this.timeouts.turnMs },
-				),
-			);
+			const result = parseTurnResult(await client.request("turnCompleted", params, { timeoutMs: this.timeouts.turnMs }));
 			this.shown.delete("turnCompleted");
 			this.showNotices(result.notices, ctx);
 		} catch (error) {

@@ -10,13 +10,17 @@ import type {
 	ConfirmRequestWire,
 	MemoryMessageWire,
 	NoticeWire,
+	PrepareParams,
 	PrepareResult as PrepareResultWire,
 	SessionStateResult,
 	TextContentWire,
 	TimeoutsWire,
 	ToolSpecWire,
+	TurnParams,
 	TurnResult as TurnResultWire,
 } from "./wire.ts";
+
+export type { PrepareParams, TurnParams };
 
 // The shapes come from wire.ts, generated from the sidecar's Python models (docs/rpc.md): a
 // change there that this shim does not follow fails `tsc`. The parsed forms below are those

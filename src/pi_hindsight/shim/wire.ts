@@ -60,12 +60,15 @@ export interface ConsentParams {
 	accepted: boolean;
 }
 
+/** A run about to start (Pi's `before_agent_start`). Pi 1.x tells user prompts (`user`) from runs another extension's message started (`custom`: no prompt, its `customType`). */
 export interface PrepareParams {
 	cwd?: string | null;
 	sessionId: string;
 	sessionFile?: string | null;
 	requestId: string;
-	prompt: string;
+	prompt?: string;
+	messageType?: "user" | "custom";
+	customType?: string | null;
 }
 
 export interface MemoryMessageWire {
@@ -94,12 +97,15 @@ export interface AttachedParams {
 	requestId: string;
 }
 
+/** A finished request: Pi 0.73.1 sends `agent_end`'s `messages`; Pi 1.x, where `agent_end` is not final, sends the session `entries` the request added (after the leaf it started from, at `agent_settled`), and the sidecar picks its messages (hosts/pi/messages.py). */
 export interface TurnParams {
 	cwd?: string | null;
 	sessionId: string;
 	sessionFile?: string | null;
 	requestId: string;
-	messages: Record<string, unknown>[];
+	messages?: Record<string, unknown>[];
+	entries?: Record<string, unknown>[] | null;
+	aborted?: boolean;
 	memoryEntryId?: string | null;
 }
 

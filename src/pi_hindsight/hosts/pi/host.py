@@ -19,7 +19,7 @@ from pi_hindsight.engine.types import CompletedTurn, Notice, SessionInfo, Sessio
 from pi_hindsight.errors import PiHindsightError, RpcError
 from pi_hindsight.hosts.pi import wire
 from pi_hindsight.hosts.pi.commands import PiCommands, seed_offer
-from pi_hindsight.hosts.pi.messages import turn_messages
+from pi_hindsight.hosts.pi.messages import request_messages, turn_messages
 from pi_hindsight.hosts.pi.naming import CUSTOM_TYPE
 from pi_hindsight.hosts.pi.session_file import session_start_dir
 from pi_hindsight.rpc.protocol import INVALID_PARAMS, PROTOCOL_VERSION
@@ -135,9 +135,16 @@ class PiHost:
 
     async def prepare_memory(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = _validate(wire.PrepareParams, params)
+        custom = parsed.message_type == "custom"
         delivery = await self.engine.prepare(
             UserRequest(
-                request_id=parsed.request_id, session_id=parsed.session_id, prompt=parsed.prompt
+                request_id=parsed.request_id,
+                session_id=parsed.session_id,
+                prompt=parsed.prompt,
+                origin="extension" if custom else "user",
+                origin_detail=f"another extension's message ({parsed.custom_type or 'custom'})"
+                if custom
+                else None,
             )
         )
         message = None
@@ -169,13 +176,17 @@ class PiHost:
 
     async def turn_completed(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = _validate(wire.TurnParams, params)
+        messages, memory_entry_id = parsed.messages, parsed.memory_entry_id
+        if parsed.entries is not None:
+            messages, found = request_messages(parsed.entries, parsed.request_id)
+            memory_entry_id = memory_entry_id or found
         try:
             queued = await self.engine.complete_turn(
                 CompletedTurn(
                     request_id=parsed.request_id,
                     session_id=parsed.session_id,
-                    messages=turn_messages(parsed.messages),
-                    memory_entry_id=parsed.memory_entry_id,
+                    messages=turn_messages(messages),
+                    memory_entry_id=memory_entry_id,
                     session_file=parsed.session_file,
                 )
             )

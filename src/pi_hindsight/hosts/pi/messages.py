@@ -8,6 +8,7 @@ from typing import Any
 
 from pi_hindsight.engine.render import FENCE
 from pi_hindsight.engine.transcript import TurnMessage
+from pi_hindsight.hosts.pi.naming import CUSTOM_TYPE
 
 # Pi's own text for summaries it hands the model as user messages (pi-coding-agent
 # core/messages.js): such a message is Pi's summary, never the user's words.
@@ -56,10 +57,50 @@ def readable_text(content: object) -> str:
     return "\n".join(parts)
 
 
+# An assistant message that is not an answer: a failed attempt (provider error text) or one cut
+# off by an abort. Neither is retained (the user's words of that request still are).
+_NOT_AN_ANSWER = ("error", "aborted")
+
+
+def request_messages(
+    entries: Sequence[dict[str, Any]], request_id: str
+) -> tuple[list[dict[str, Any]], str | None]:
+    """A Pi 1.x request's messages from the session entries it added, and our memory entry's id.
+
+    Pi 1.x keeps a failed attempt in the session and hides it with a ``context_edit`` whose
+    ``replacement`` is null (the retry is not sent it either); ``role: system`` messages carry
+    prompt sections, not conversation. Custom messages (ours and other extensions') are entries
+    of their own kind and never messages here.
+    """
+    hidden = {
+        str(entry.get("targetId"))
+        for entry in entries
+        if entry.get("type") == "context_edit" and entry.get("replacement") is None
+    }
+    messages: list[dict[str, Any]] = []
+    memory_entry: str | None = None
+    for entry in entries:
+        kind = entry.get("type")
+        if kind == "custom_message" and entry.get("customType") == CUSTOM_TYPE:
+            details = entry.get("details")
+            if isinstance(details, dict) and details.get("requestId") == request_id:
+                entry_id = entry.get("id")
+                memory_entry = entry_id if isinstance(entry_id, str) else memory_entry
+            continue
+        if kind != "message" or str(entry.get("id")) in hidden:
+            continue
+        message = entry.get("message")
+        if isinstance(message, dict) and message.get("role") != "system":
+            messages.append(message)
+    return messages, memory_entry
+
+
 def turn_messages(messages: Sequence[dict[str, Any]]) -> list[TurnMessage]:
     """Pi ``agent_end`` messages → host-neutral turn messages (the retain policy filters them).
 
-    Dropped here: custom messages (our injected memory and other extensions' messages),
+    Dropped here: assistant messages that are no answer (a failed attempt, whose text is the
+    provider's error, or one an abort cut off), custom messages (our injected memory and other
+    extensions' messages),
     compaction and branch summaries (whether as their own roles or rendered as user text; never
     retained as if the user said them), our memory block arriving as user text, bash executions
     and thinking. Tool calls (with their arguments) and tool results are passed on; what of them
@@ -75,6 +116,8 @@ def turn_messages(messages: Sequence[dict[str, Any]]) -> list[TurnMessage]:
                 continue  # defensive: our memory block or a summary, whatever role it has
             turn.append(TurnMessage("user", text))
         elif role == "assistant":
+            if message.get("stopReason") in _NOT_AN_ANSWER:
+                continue
             content = message.get("content")
             blocks = content if isinstance(content, list) else []
             text = text_of(blocks)

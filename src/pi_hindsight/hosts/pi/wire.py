@@ -59,9 +59,14 @@ class ConsentParams(WireModel):
 
 
 class PrepareParams(SessionRef):
+    """A run about to start (Pi's ``before_agent_start``). Pi 1.x tells user prompts (``user``)
+    from runs another extension's message started (``custom``: no prompt, its ``customType``)."""
+
     request_id: str = Field(alias="requestId", min_length=1, max_length=_ID_CHARS)
-    prompt: str
+    prompt: str = ""
     session_id: str = Field(alias="sessionId", min_length=1, max_length=_ID_CHARS)
+    message_type: Literal["user", "custom"] = Field(default="user", alias="messageType")
+    custom_type: str | None = Field(default=None, alias="customType", max_length=200)
 
 
 class ConfirmParams(WireModel):
@@ -72,9 +77,16 @@ class ConfirmParams(WireModel):
 
 
 class TurnParams(SessionRef):
+    """A finished request: Pi 0.73.1 sends ``agent_end``'s ``messages``; Pi 1.x, where
+    ``agent_end`` is not final, sends the session ``entries`` the request added (after the leaf it
+    started from, at ``agent_settled``), and the sidecar picks its messages (hosts/pi/messages.py).
+    """
+
     request_id: str = Field(alias="requestId", max_length=_ID_CHARS)
     session_id: str = Field(alias="sessionId", min_length=1, max_length=_ID_CHARS)
-    messages: list[dict[str, Any]]
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    entries: list[dict[str, Any]] | None = None
+    aborted: bool = False
     memory_entry_id: str | None = Field(default=None, alias="memoryEntryId", max_length=_ID_CHARS)
 
 

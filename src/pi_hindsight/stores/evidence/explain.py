@@ -93,6 +93,8 @@ class Explanation:
 
 _NOT_PREPARED = {
     "not_registered": "the location is not registered for memory, so recall never ran",
+    "not_user_request": "the run was not started by the user (another extension's message), so "
+    "no automatic recall ran",
     "backend_unavailable": "Hindsight could not be reached or did not answer in time",
     "skipped": "recall was skipped",
     "error": "preparing memory failed",

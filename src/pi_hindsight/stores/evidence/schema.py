@@ -22,7 +22,13 @@ from pi_hindsight.errors import StateError
 from pi_hindsight.stores.sqlite import Migration, StoreSchema
 
 Outcome = Literal[
-    "delivered", "nothing_found", "skipped", "backend_unavailable", "not_registered", "error"
+    "delivered",
+    "nothing_found",
+    "skipped",
+    "backend_unavailable",
+    "not_registered",
+    "not_user_request",
+    "error",
 ]
 
 SCHEMA = StoreSchema(
