@@ -179,7 +179,7 @@ def test_a_corrected_record_is_not_delivered_and_the_correction_is(
     follow_up = "Where do we deploy production now?"
     pi_world.run(repo, follow_up)
     memory = _memory_for(pi_world, follow_up)
-    assert FACT not in _record_lines(memory)
+    assert FACT not in _record_lines(memory), memory
     assert "Nimbus" in memory
     listed = pi_world.cli("memory", "corrections", "--cwd", str(repo)).stdout
     assert f"{len(records)} correction(s) in force" in listed

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pi_hindsight.backend.records import MemoryRecord
 from pi_hindsight.engine import git_history
-from pi_hindsight.engine.delivery import hold_back
+from pi_hindsight.engine.delivery import hold_back, hold_back_memo
 from pi_hindsight.engine.render import record_key
 from pi_hindsight.engine.seeding import ScanReport, estimate_tokens
 from pi_hindsight.engine.transcript import render_turn
@@ -282,3 +282,41 @@ def test_the_delivery_filter_holds_back_the_record_its_text_and_observations_of_
     corrected = Corrected(frozenset({"f1"}), frozenset({record_key(wrong.text)}))
     kept, held = hold_back([wrong, same_text, built_on, other], corrected)
     assert kept == [other] and held == 3
+
+
+def test_the_memo_does_not_go_on_stating_a_corrected_record() -> None:
+    """Regression: a correction deletes no fact, so the startup memo (Hindsight's text,
+    regenerated from the bank's facts) went on listing the wrong statement, and the delivered
+    block carried it in its memo section although the records filter had held it back."""
+    wrong = "Our production deploy target is the Zephyr cluster in Frankfurt."
+    memo = (
+        "## Facts\n\n- Where do we deploy production?\n- " + wrong + "\n"
+        '* Correction: it was wrong: "' + wrong + '"\n2. OUR production deploy target is '
+        "the  Zephyr cluster in Frankfurt.\nLint with ruff."
+    )
+    corrected = Corrected(frozenset({"f1"}), frozenset({record_key(wrong)}))
+    kept, held = hold_back_memo(memo, corrected)
+    assert held == 2
+    assert kept.splitlines() == [
+        "## Facts",
+        "",
+        "- Where do we deploy production?",
+        '* Correction: it was wrong: "' + wrong + '"',  # the correction quoting it stays
+        "Lint with ruff.",
+    ]
+    assert hold_back_memo(memo, Corrected(frozenset({"f1"}), frozenset())) == (memo, 0)
+
+
+_LINE = st.text(st.characters(exclude_categories=("Cc", "Cs", "Zl", "Zp")), max_size=40)
+
+
+@given(st.lists(_LINE, max_size=8), _LINE.filter(str.strip), st.integers(0, 8))
+def test_the_memo_filter_removes_the_corrected_statement_and_nothing_else(
+    lines: list[str], wrong: str, at: int
+) -> None:
+    key = record_key(wrong)
+    said = " ".join(wrong.split()).casefold()
+    others = [line for line in lines if said not in " ".join(line.split()).casefold()]
+    memo = [*others[:at], f"- {wrong}", *others[at:]]
+    corrected = Corrected(frozenset(), frozenset({key}))
+    assert hold_back_memo("\n".join(memo), corrected) == ("\n".join(others), 1)

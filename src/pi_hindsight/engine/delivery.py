@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
@@ -65,6 +66,29 @@ def hold_back(records: list[MemoryRecord], corrected: Corrected) -> tuple[list[M
         and not corrected.record_ids.intersection(record.source_memory_ids)
     ]
     return kept, len(records) - len(kept)
+
+
+#: A memo line's list marker (``-``, ``*``, ``+``, ``•``, ``1.``, ``1)``) before its statement.
+_LIST_MARKER = re.compile(r"^\s*(?:[-*+\u2022]|\d{1,3}[.)])\s+")
+
+
+def hold_back_memo(text: str, corrected: Corrected) -> tuple[str, int]:
+    """The startup memo without the lines that state a corrected record. The memo is
+    Hindsight's own text, regenerated from the bank's facts, and a correction deletes no fact:
+    a refresh goes on listing the wrong statement beside its correction. A line (its list marker
+    aside) with a corrected record's text key is left out; prose that only paraphrases it is
+    not recognised (the correction note, delivered beside it, says what is right)."""
+    if not corrected.text_keys:
+        return text, 0
+    kept: list[str] = []
+    held = 0
+    for line in text.split("\n"):
+        statement = _LIST_MARKER.sub("", line, count=1)
+        if statement.strip() and record_key(statement) in corrected.text_keys:
+            held += 1
+            continue
+        kept.append(line)
+    return ("\n".join(kept), held) if held else (text, 0)
 
 
 def _no_recall(
@@ -132,6 +156,12 @@ class Deliverer:
             return delivery.with_notices(self.connection.note(failure))
         if corrected and fetched.project:
             fetched.project, fetched.corrected = hold_back(fetched.project, corrected)
+        if corrected and fetched.memo is not None and fetched.memo.model is not None:
+            memo_text, held = hold_back_memo(fetched.memo.model.content or "", corrected)
+            if held:
+                model = dataclasses.replace(fetched.memo.model, content=memo_text)
+                fetched.memo = dataclasses.replace(fetched.memo, model=model)
+                fetched.corrected += held
         recall_ms = round((time.perf_counter() - started) * 1000, 1)
         notices = self.connection.note(None) if not fetched.errors else ()
         delivery = self._compose(scope, settings, memory, fetched, details)
