@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,29 +22,13 @@ import pytest
 from pi_hindsight.engine.render import FRAMING, MARK
 from pi_hindsight.hosts.pi.naming import FRAMING_SECTION
 from tests.e2e.test_memory_loop import FACT, QUESTION, _memory_after, _messages, _text
-from tests.e2e.test_pi1_run_model import PI1_CANDIDATES
 from tests.plugins.pi import PiWorld, make_repo
-from tests.plugins.standin import find_pi_binary
+from tests.plugins.pi_versions import PiInstall
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 
 SECOND_FACT = "Our staging database is called Quasar."
 PROMPTS = (QUESTION, "What is the staging database called?", "ok")
-
-
-@pytest.fixture(params=["0.73.1", "1.x"])
-def pi_binary(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Path:
-    if request.param == "0.73.1":
-        path, reason = find_pi_binary()
-        if path is None:
-            pytest.skip(reason)
-        return path
-    for candidate in PI1_CANDIDATES:
-        found = Path(candidate)
-        if candidate and found.is_file() and os.access(found, os.X_OK):
-            monkeypatch.setenv("PATH", f"{found.parent}{os.pathsep}{os.environ['PATH']}")
-            return found
-    pytest.skip("no Pi 1.x: run `make install` (pi1/) or set $PI1_BIN")
 
 
 def _system(messages: list[dict[str, Any]]) -> str:
@@ -64,7 +47,7 @@ def _blocks(messages: list[dict[str, Any]]) -> list[str]:
 
 
 def test_the_framing_is_stated_once_and_the_prefix_stays_byte_identical(
-    pi_world: PiWorld, pi_binary: Path, tmp_path: Path
+    pi_world: PiWorld, pi_binary: PiInstall, tmp_path: Path
 ) -> None:
     config_path = pi_world.state_dir / "config.json"
     config = json.loads(config_path.read_text())
@@ -92,7 +75,7 @@ def test_the_framing_is_stated_once_and_the_prefix_stays_byte_identical(
     (system,) = systems
 
     section = f"<{FRAMING_SECTION}>\n{FRAMING}\n</{FRAMING_SECTION}>"
-    if pi_binary in (Path(candidate) for candidate in PI1_CANDIDATES if candidate):
+    if pi_binary.major >= 1:
         # Pi 1.x: the framing is a system prompt section, set on every run (the trivial "ok"
         # got no memory and kept it); no block repeats it, each carries the mark.
         assert section in system

@@ -20,6 +20,7 @@ from pi_hindsight.backend.records import (
     RetainItem,
     TagsMatch,
 )
+from pi_hindsight.errors import BackendRejected
 
 
 def _scores(item: Any) -> RecallScores | None:
@@ -49,6 +50,30 @@ def _record(item: Any, kind: str | None, sources: Sequence[str] | None) -> Memor
         tags=tuple(item.tags or ()),
         source_memory_ids=tuple(sources or ()),
         scores=_scores(item),
+    )
+
+
+def _unit(data: dict[str, Any]) -> MemoryRecord:
+    """``GET …/memories/{id}`` answers a plain object (no generated model)."""
+
+    def text(key: str) -> str | None:
+        value = data.get(key)
+        return value if isinstance(value, str) and value else None
+
+    tags = data.get("tags")
+    sources = data.get("source_memory_ids")
+    return MemoryRecord(
+        id=str(data.get("id") or ""),
+        text=text("text") or "",
+        type=text("type"),
+        context=text("context"),
+        occurred_start=text("occurred_start"),
+        occurred_end=text("occurred_end"),
+        mentioned_at=text("mentioned_at"),
+        document_id=text("document_id"),
+        chunk_id=text("chunk_id"),
+        tags=tuple(str(tag) for tag in tags) if isinstance(tags, list) else (),
+        source_memory_ids=tuple(str(s) for s in sources) if isinstance(sources, list) else (),
     )
 
 
@@ -169,6 +194,7 @@ class Memories(Resource):
         time_field: str | None = None,
         fact_type: str | None = None,
         limit: int | None = 50,
+        document_id: str | None = None,
     ) -> list[MemoryRecord]:
         api = self._client.api(MemoryApi)
         return await self._client.collect(
@@ -184,4 +210,21 @@ class Memories(Resource):
             time_field=time_field or ("created_at" if start_date or end_date else None),
             start_date=start_date,
             end_date=end_date,
+            document_id=document_id,
         )
+
+    async def get_memory(self, bank: str, memory_id: str, *, timeout: float) -> MemoryRecord | None:
+        """One memory unit by id; None when this bank has no such unit (or the id is no UUID:
+        Hindsight answers 400 for that, and to a caller both mean "unknown")."""
+        api = self._client.api(MemoryApi)
+
+        async def get() -> MemoryRecord | None:
+            data = await api.get_memory(bank, memory_id, _request_timeout=timeout)
+            return _unit(data) if isinstance(data, dict) else None
+
+        try:
+            return await self._client.lookup("memory lookup", bank, timeout, get)
+        except BackendRejected as error:
+            if error.status == 400:
+                return None
+            raise

@@ -111,8 +111,15 @@ class MemoryBackend(Protocol):
         time_field: str | None = None,
         fact_type: str | None = None,
         limit: int | None = 50,
+        document_id: str | None = None,
     ) -> list[MemoryRecord]:
-        """The listing (the only place with hard date windows); ``limit=None``: every unit."""
+        """The listing (the only place with hard date windows); ``limit=None``: every unit;
+        ``document_id``: only the units extracted from that document."""
+        ...
+
+    async def get_memory(self, bank: str, memory_id: str, *, timeout: float) -> MemoryRecord | None:
+        """One memory unit of ``bank`` by id (an observation with its source ids); None when the
+        bank has no such unit."""
         ...
 
     # -- operations --------------------------------------------------------------------------

@@ -148,3 +148,68 @@ def retain(content: str, cwd: Path, state_dir: Path | None, as_json: bool) -> No
 def retain_global(content: str, cwd: Path, state_dir: Path | None, as_json: bool) -> None:
     """Store a durable personal preference in the User bank (profiles with a User bank)."""
     _run(state_dir, cwd, RETAIN_GLOBAL_TOOL, {"content": content}, as_json)
+
+
+@memory.command()
+@click.argument("record_id")
+@click.option(
+    "--apply",
+    "apply_",
+    is_flag=True,
+    help="Really delete the source document (default: a dry run that names what would go).",
+)
+@_cwd_option
+@state_dir_option
+@json_option
+def forget(record_id: str, apply_: bool, cwd: Path, state_dir: Path | None, as_json: bool) -> None:
+    """Forget a wrong memory: delete the document RECORD_ID was extracted from (dry run first)."""
+    params: dict[str, Any] = {"action": "forget", "recordId": record_id, "confirm": apply_}
+    _run(state_dir, cwd, MEMORY_TOOL, params, as_json)
+
+
+@memory.command()
+@click.argument("record_id")
+@click.argument("text")
+@_cwd_option
+@state_dir_option
+@json_option
+def correct(record_id: str, text: str, cwd: Path, state_dir: Path | None, as_json: bool) -> None:
+    """Correct a wrong memory: RECORD_ID is no longer delivered here, TEXT is retained instead."""
+    params = {"action": "correct", "recordId": record_id, "content": text}
+    _run(state_dir, cwd, MEMORY_TOOL, params, as_json)
+
+
+async def _remove_correction(state_dir: Path, cwd: Path, record_id: str) -> ToolResult:
+    from pi_hindsight.app import CLI_HOST, build_engine  # noqa: PLC0415 - keep `--help` fast
+    from pi_hindsight.tools.lifecycle import remove_correction  # noqa: PLC0415
+
+    engine = build_engine(CLI_HOST, state_dir, passive=True)
+    info = SessionInfo(f"cli-{uuid.uuid4()}", cwd, None, has_ui=False, reason="cli")
+    view = await engine.open_session(info)
+    try:
+        if not view.enabled:
+            return ToolResult(f"memory is off here: {view.off_reason}", is_error=True)
+        if await remove_correction(engine, record_id):
+            return ToolResult(f"correction of {record_id} lifted; it may be delivered again")
+        return ToolResult(f"no correction of {record_id} in this scope", is_error=True)
+    finally:
+        await engine.shutdown(0.0)
+
+
+@memory.command()
+@click.option("--remove", "remove", default=None, metavar="ID", help="Lift the correction of ID.")
+@_cwd_option
+@state_dir_option
+@json_option
+def corrections(remove: str | None, cwd: Path, state_dir: Path | None, as_json: bool) -> None:
+    """The corrections in force in this project's scope (records kept out of deliveries)."""
+    if remove is None:
+        _run(state_dir, cwd, MEMORY_TOOL, {"action": "corrections"}, as_json)
+        return
+    result = asyncio.run(_remove_correction(resolve_state_dir(state_dir), cwd.resolve(), remove))
+    if as_json:
+        echo_json({"text": result.text, "removed": not result.is_error})
+    else:
+        click.echo(result.text)
+    if result.is_error:
+        raise SystemExit(1)

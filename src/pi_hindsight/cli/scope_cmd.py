@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
+from pi_hindsight.cli.seed_cmd import seed
 from pi_hindsight.cli.state_cmd import echo_set_aside
 from pi_hindsight.config import load_config
 from pi_hindsight.engine.scope import register_location, resolve_scope
@@ -200,3 +201,6 @@ def import_scopes(source: Path, state_dir: Path | None, as_json: bool) -> None:
     )
     for conflict in report.conflicts:
         click.echo(f"conflict: {conflict}", err=True)
+
+
+scope.add_command(seed)

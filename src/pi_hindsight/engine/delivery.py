@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from pi_hindsight.engine.render import (
     USER_TITLE,
     MessageBuilder,
     SectionReport,
+    record_key,
 )
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, USER_SCOPE_TAGS, Scope
 from pi_hindsight.engine.types import (
@@ -42,6 +44,7 @@ from pi_hindsight.engine.types import (
 )
 from pi_hindsight.errors import BackendError, PiHindsightError
 from pi_hindsight.redaction import redact
+from pi_hindsight.stores.catalog_lifecycle import Corrected
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +59,54 @@ class _Fetched:
     user: list[MemoryRecord] | None = None
     memo: MemoState | None = None
     errors: list[str] = field(default_factory=list)
+    corrected: int = 0  # project records held back by a correction
+
+
+def hold_back(records: list[MemoryRecord], corrected: Corrected) -> tuple[list[MemoryRecord], int]:
+    """``records`` without those a correction in this scope keeps out: the corrected record, the
+    same text under another id, and an observation built on a corrected fact."""
+    kept = [
+        record
+        for record in records
+        if record.id not in corrected.record_ids
+        and record_key(record.text) not in corrected.text_keys
+        and not corrected.record_ids.intersection(record.source_memory_ids)
+    ]
+    return kept, len(records) - len(kept)
+
+
+#: A memo line's list marker (``-``, ``*``, ``+``, ``•``, ``1.``, ``1)``) before its statement.
+_LIST_MARKER = re.compile(r"^\s*(?:[-*+\u2022]|\d{1,3}[.)])\s+")
+
+
+def hold_back_memo(text: str, corrected: Corrected) -> tuple[str, int]:
+    """The startup memo without the lines that state a corrected record. The memo is
+    Hindsight's own text, regenerated from the bank's facts, and a correction deletes no fact:
+    a refresh goes on listing the wrong statement beside its correction. A line (its list marker
+    aside) with a corrected record's text key is left out; prose that only paraphrases it is
+    not recognised (the correction note, delivered beside it, says what is right)."""
+    if not corrected.text_keys:
+        return text, 0
+    kept: list[str] = []
+    held = 0
+    for line in text.split("\n"):
+        statement = _LIST_MARKER.sub("", line, count=1)
+        if statement.strip() and record_key(statement) in corrected.text_keys:
+            held += 1
+            continue
+        kept.append(line)
+    return ("\n".join(kept), held) if held else (text, 0)
+
+
+def _hold_back_from_memo(fetched: _Fetched, corrected: Corrected) -> None:
+    """``fetched.memo`` without the lines stating a corrected record (``hold_back_memo``)."""
+    if fetched.memo is None or fetched.memo.model is None:
+        return
+    memo_text, held = hold_back_memo(fetched.memo.model.content or "", corrected)
+    if held:
+        model = dataclasses.replace(fetched.memo.model, content=memo_text)
+        fetched.memo = dataclasses.replace(fetched.memo, model=model)
+        fetched.corrected += held
 
 
 def user_query(settings: Settings, query: str) -> str:
@@ -103,6 +154,7 @@ class Deliverer:
         memory: VisibleContext,
         *,
         off_reason: str | None,
+        corrected: Corrected | None = None,
     ) -> Delivery:
         """The startup memo alone, in the same fenced, framed block (a host that can add context
         when a session starts, before any prompt). Delivered at most once per memo version in
@@ -132,6 +184,8 @@ class Deliverer:
             memo = MemoState("failed", error=str(error))
         notices = self.connection.note(None) if memo.status != "failed" else ()
         fetched = _Fetched(memo=memo)
+        if corrected:
+            _hold_back_from_memo(fetched, corrected)
         delivery = self._compose(
             scope, settings, memory, fetched, details, host_frames=request.host_states_framing
         )
@@ -153,6 +207,7 @@ class Deliverer:
         memory: VisibleContext,
         *,
         off_reason: str | None,
+        corrected: Corrected | None = None,
     ) -> Delivery:
         started = time.perf_counter()
         base = DeliveryDetails(request_id=request.request_id)
@@ -187,6 +242,10 @@ class Deliverer:
             )
             delivery = _outcome("backend_unavailable", details, reason=str(failure))
             return delivery.with_notices(self.connection.note(failure))
+        if corrected and fetched.project:
+            fetched.project, fetched.corrected = hold_back(fetched.project, corrected)
+        if corrected:
+            _hold_back_from_memo(fetched, corrected)
         recall_ms = round((time.perf_counter() - started) * 1000, 1)
         notices = self.connection.note(None) if not fetched.errors else ()
         delivery = self._compose(
@@ -356,6 +415,7 @@ class Deliverer:
             duplicate=sum(s.omitted_duplicate for s in sections),
             already_delivered=sum(s.omitted_already_delivered for s in sections),
             in_memo=sum(s.omitted_in_memo for s in sections),
+            corrected=fetched.corrected,
         )
         details = dataclasses.replace(
             details,

@@ -34,6 +34,7 @@ from pi_hindsight.engine.recording import EvidenceRecorder
 from pi_hindsight.engine.render import FRAMING
 from pi_hindsight.engine.retaining import Retainer
 from pi_hindsight.engine.scope import Scope
+from pi_hindsight.engine.seeding import Seeder
 from pi_hindsight.engine.sessions import Session
 from pi_hindsight.engine.status import (
     BackendStatus,
@@ -43,6 +44,7 @@ from pi_hindsight.engine.status import (
     ScopeStatus,
     evidence_status,
     identity_fields,
+    lifecycle_counts,
     outbox_status,
 )
 from pi_hindsight.engine.types import (
@@ -57,9 +59,10 @@ from pi_hindsight.engine.types import (
     UserRequest,
     VisibleContext,
 )
-from pi_hindsight.errors import NoSession, PiHindsightError
+from pi_hindsight.errors import NoSession, PiHindsightError, ScopeError
 from pi_hindsight.identity import resolve_identity
 from pi_hindsight.stores.catalog import Catalog
+from pi_hindsight.stores.catalog_lifecycle import Corrected
 from pi_hindsight.stores.runner import run_store
 
 logger = logging.getLogger(__name__)
@@ -288,6 +291,7 @@ class MemoryEngine:
                 self.settings,
                 memory,
                 off_reason=session.off_reason if session else "no session",
+                corrected=await self._corrected(),
             )
         except asyncio.CancelledError:
             # The user aborted (or the host gave up): the request goes on without memory.
@@ -316,11 +320,25 @@ class MemoryEngine:
                 self.settings,
                 memory,
                 off_reason=session.off_reason if session else "no session",
+                corrected=await self._corrected(),
             )
         except Exception as error:
             logger.exception("preparing the startup memo for %s failed", request.request_id)
             delivery = self._failed(request, "error", f"preparing the memo failed: {error!r}")
         return delivery.with_notices(await self._record(request, delivery))
+
+    async def _corrected(self) -> Corrected | None:
+        """The corrections in force in this scope, read anew per request (a correction made
+        from the command line applies to a running session's next request)."""
+        scope = self.scope()
+        if scope is None:
+            return None
+        try:
+            catalog = await self.state.open_catalog()
+            return await run_store(catalog.corrected, scope.scope_id)
+        except PiHindsightError as error:
+            logger.warning("corrections not read; delivering without them: %s", error)
+            return None
 
     def _failed(self, request: UserRequest, outcome: Outcome, reason: str) -> Delivery:
         scope = self.scope()
@@ -395,6 +413,28 @@ class MemoryEngine:
         if scope is not None:
             self._deliverer.memos.forget(scope)
 
+    async def seeder(self) -> Seeder:
+        """Seeding for this session's location (``engine/seeding.py``): a registered scope with
+        a project bank only; never the User bank."""
+        session = self._require_session()
+        scope = self.scope()
+        resolution = session.resolution
+        if scope is None or resolution is None or resolution.registered is None:
+            raise ScopeError(
+                f"only a registered location can be seeded ({self.off_reason()})",
+                hint="register it first: `pi-hindsight scope register PATH` or /hindsight:register",
+            )
+        if not self.settings.project_recall:
+            raise ScopeError(f"profile {self.settings.profile} has no project bank to seed")
+        return Seeder(
+            scope=scope,
+            identity=resolution.identity,
+            settings=self.settings,
+            state_dir=self.state_dir,
+            outbox=await self.state.open_outbox(),
+            backend=self._worker_backend,
+        )
+
     # -- background retain -----------------------------------------------------------------
 
     async def _worker_backend(self) -> MemoryBackend:
@@ -455,4 +495,5 @@ class MemoryEngine:
             outbox=outbox,
             evidence=evidence,
             set_aside=await self.state.open_set_asides(),
+            lifecycle=await run_store(lifecycle_counts, self.state.catalog, scope),
         )

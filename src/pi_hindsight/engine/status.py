@@ -12,6 +12,8 @@ from pi_hindsight.config import LoadedConfig, Settings
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, Scope, ScopeResolution
 from pi_hindsight.engine.types import Outcome
 from pi_hindsight.errors import StateError
+from pi_hindsight.stores.catalog import Catalog
+from pi_hindsight.stores.catalog_lifecycle import LifecycleCounts
 from pi_hindsight.stores.evidence import EvidenceLedger
 from pi_hindsight.stores.outbox import Outbox
 from pi_hindsight.stores.set_aside import SetAsideEvent, describe
@@ -173,6 +175,7 @@ class EngineStatus:
     outbox: OutboxStatus | None
     evidence: EvidenceStatus
     set_aside: tuple[SetAsideEvent, ...]  # stores set aside by any process, not yet dealt with
+    lifecycle: LifecycleCounts | None = None  # corrections in force, documents forgotten
 
     def to_json(self) -> dict[str, Any]:
         proposed = self.proposed_scope
@@ -209,6 +212,12 @@ class EngineStatus:
             "outbox": None if self.outbox is None else self.outbox.to_json(),
             "evidence": self.evidence.to_json(),
             "setAside": [event.to_json() for event in self.set_aside],
+            "lifecycle": None
+            if self.lifecycle is None
+            else {
+                "corrections": self.lifecycle.corrections,
+                "forgottenDocuments": self.lifecycle.forgotten_documents,
+            },
         }
 
 
@@ -312,6 +321,8 @@ def describe_status(status: EngineStatus) -> str:
             f"  outbox:  {outbox.pending} pending, {outbox.submitted} awaiting confirmation, "
             f"{outbox.dead} dead"
         )
+    if status.lifecycle is not None:
+        lines.append(f"  lifecycle: {lifecycle_line(status.lifecycle)}")
     evidence = status.evidence
     if evidence.enabled:
         state = "recording" if evidence.recording else f"NOT recording ({evidence.last_error})"
@@ -322,3 +333,24 @@ def describe_status(status: EngineStatus) -> str:
     for event in status.set_aside:
         lines.append(f"  set aside: [{event.event_id}] {describe(event)}")
     return "\n".join(lines)
+
+
+def lifecycle_line(counts: LifecycleCounts) -> str:
+    """ "N corrections in force, M forgotten documents" (``pi-hindsight memory corrections``)."""
+    corrections = "1 correction" if counts.corrections == 1 else f"{counts.corrections} corrections"
+    documents = (
+        "1 forgotten document"
+        if counts.forgotten_documents == 1
+        else f"{counts.forgotten_documents} forgotten documents"
+    )
+    return f"{corrections} in force, {documents}"
+
+
+def lifecycle_counts(catalog: Catalog | None, scope: Scope | None) -> LifecycleCounts | None:
+    """Read on the store thread (``run_store``); None when memory is off or unreadable."""
+    if scope is None or catalog is None:
+        return None
+    try:
+        return catalog.lifecycle_counts(scope.scope_id)
+    except StateError:
+        return None

@@ -205,14 +205,18 @@ class Omitted:
     duplicate: int = 0  # the same text twice in one recall
     already_delivered: int = 0  # in the visible session context already
     in_memo: int = 0  # stated by the startup memo in the block, or by the one already visible
+    corrected: int = 0  # held back by a correction in force in this scope
 
     def to_json(self) -> dict[str, int]:
-        return {
+        data = {
             "budget": self.budget,
             "duplicate": self.duplicate,
             "alreadyDelivered": self.already_delivered,
             "inMemo": self.in_memo,
         }
+        if self.corrected:
+            data["corrected"] = self.corrected
+        return data
 
     @classmethod
     def from_json(cls, data: object) -> Omitted:
@@ -223,6 +227,7 @@ class Omitted:
             _ints(data, "duplicate"),
             _ints(data, "alreadyDelivered"),
             _ints(data, "inMemo"),
+            _ints(data, "corrected"),
         )
 
 

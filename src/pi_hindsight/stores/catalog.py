@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from pi_hindsight.errors import StateError
+from pi_hindsight.stores.catalog_lifecycle import MIGRATION as LIFECYCLE_MIGRATION
+from pi_hindsight.stores.catalog_lifecycle import LifecycleRecords
 from pi_hindsight.stores.sqlite import (
     Migration,
     SetAside,
@@ -98,6 +100,7 @@ SCHEMA = StoreSchema(
             DROP TABLE declines
             """,
         ),
+        LIFECYCLE_MIGRATION,
     ),
 )
 
@@ -135,7 +138,7 @@ class ImportReport:
     conflicts: tuple[str, ...]
 
 
-class Catalog:
+class Catalog(LifecycleRecords):
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / CATALOG_FILE_NAME
         self._connection: StoreConnection

@@ -10,6 +10,7 @@ from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.config import Settings
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.status import EngineStatus
+from pi_hindsight.engine.types import HostFacts
 from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.tools.specs import ToolInputError
 
@@ -17,6 +18,11 @@ from pi_hindsight.tools.specs import ToolInputError
 class ToolContext(Protocol):
     @property
     def settings(self) -> Settings: ...
+
+    @property
+    def host(self) -> HostFacts:
+        """Who acts (the lifecycle log's actor): the host's name, or "cli"."""
+        ...
 
     def scope(self) -> Scope | None: ...
 

@@ -49,7 +49,9 @@ async def memo_operation(context: ToolContext, operation_id: str) -> dict[str, A
     }
 
 
-async def refresh_memo(context: ToolContext, args: MemoryArgs) -> ToolResult:
+async def refresh_memo(context: ToolContext, args: MemoryArgs, *, full: bool = False) -> ToolResult:
+    """``full``: regenerate it from the scope's memories as they are now (after a forget; a delta
+    refresh only integrates what is new)."""
     scope = require_scope(context)
     settings = context.settings
     backend = await context.backend_with_bank(scope.bank_id, settings.banks.project.mission)
@@ -63,7 +65,9 @@ async def refresh_memo(context: ToolContext, args: MemoryArgs) -> ToolResult:
             min_refresh_interval_s=settings.memo.min_refresh_interval_s,
         )
     else:
-        operation_id = await backend.refresh_mental_model(scope.bank_id, model_id, timeout=timeout)
+        operation_id = await backend.refresh_mental_model(
+            scope.bank_id, model_id, full=full, timeout=timeout
+        )
     if not operation_id:
         raise BackendError("Hindsight accepted the refresh but returned no operation id")
     catalog = await context.open_catalog()

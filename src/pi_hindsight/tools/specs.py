@@ -57,7 +57,16 @@ class _Args(BaseModel):
 
 class MemoryArgs(_Args):
     action: Literal[
-        "status", "recall", "reflect", "refresh_memo", "retain", "mission", "mental_models"
+        "status",
+        "recall",
+        "reflect",
+        "refresh_memo",
+        "retain",
+        "mission",
+        "mental_models",
+        "forget",
+        "correct",
+        "corrections",
     ]
     operation_id: str | None = Field(default=None, alias="operationId", max_length=100)
     query: str | None = Field(default=None, min_length=1, max_length=2_000)
@@ -66,7 +75,7 @@ class MemoryArgs(_Args):
     start_date: datetime | None = Field(default=None, alias="startDate")
     end_date: datetime | None = Field(default=None, alias="endDate")
     max_tokens: int | None = Field(default=None, alias="maxTokens", ge=50, le=4_000)
-    content: str | None = Field(default=None, min_length=1, max_length=8_000)
+    content: str | None = Field(default=None, min_length=1, max_length=8_000)  # retain, correct
     context: str | None = Field(default=None, max_length=500)
     # maintenance of the selected bank (R-CONF-8): dry run unless apply is true
     mission: str | None = Field(default=None, min_length=1, max_length=4_000)
@@ -85,6 +94,9 @@ class MemoryArgs(_Args):
         default=None, alias="sourceQuery", min_length=1, max_length=2_000
     )
     apply: bool = False
+    # forget / correct: a record id from recall, a delivered block's details or evidence
+    record_id: str | None = Field(default=None, alias="recordId", min_length=1, max_length=200)
+    confirm: bool = False  # forget: really delete (after showing the dry run)
 
     @model_validator(mode="after")
     def _needs(self) -> MemoryArgs:
@@ -92,6 +104,10 @@ class MemoryArgs(_Args):
             raise ValueError(f"action {self.action!r} needs a non-empty 'query'")
         if self.action == "retain" and not self.content:
             raise ValueError("action 'retain' needs a non-empty 'content'")
+        if self.action in ("forget", "correct") and not self.record_id:
+            raise ValueError(f"action {self.action!r} needs 'recordId' (a memory record id)")
+        if self.action == "correct" and not (self.content or "").strip():
+            raise ValueError("action 'correct' needs 'content': what is right instead")
         if self.action == "mental_models" and self.model_action is None:
             raise ValueError(
                 "action 'mental_models' needs 'modelAction' (list, create, update, delete)"
@@ -122,6 +138,9 @@ MEMORY_PARAMETERS: dict[str, Any] = {
                 "retain",
                 "mission",
                 "mental_models",
+                "forget",
+                "correct",
+                "corrections",
             ],
             "description": (
                 "status: memory health (pass operationId to follow a refresh_memo); recall: "
@@ -130,7 +149,10 @@ MEMORY_PARAMETERS: dict[str, Any] = {
                 "(returns an operationId at once); retain: store a note in project memory; "
                 "mission: read or change this bank's missions; mental_models: list, create, "
                 "update or delete this scope's mental models. Changes are a dry run unless "
-                "apply is true"
+                "apply is true. forget: delete the source document of a wrong memory (recordId; "
+                "a dry run unless confirm is true — show it to the user first); correct: keep a "
+                "wrong memory (recordId) out of this project's memory and store what is right "
+                "(content); corrections: the corrections in force"
             ),
         },
         "operationId": {"type": "string", "description": "status: a refresh_memo operation id"},
@@ -154,6 +176,14 @@ MEMORY_PARAMETERS: dict[str, Any] = {
         "name": {"type": "string", "description": "mental_models: the model's name"},
         "sourceQuery": {"type": "string", "description": "mental_models: what it answers"},
         "apply": {"type": "boolean", "description": "really change it (default: dry run)"},
+        "recordId": {
+            "type": "string",
+            "description": "forget/correct: a memory record id (from recall or delivered memory)",
+        },
+        "confirm": {
+            "type": "boolean",
+            "description": "forget: really delete, after the user saw the dry run",
+        },
     },
 }
 RETAIN_GLOBAL_PARAMETERS: dict[str, Any] = {

@@ -1,5 +1,6 @@
 """The ``/hindsight…`` commands in Pi (R-TOOLS-3): status at a glance, registration (asks first),
-templates, and recovery for the outbox and the evidence ledger. Each has a CLI twin."""
+templates, recovery for the outbox and the evidence ledger, and seeding (dry run first; offered
+right after consent). Each has a CLI twin."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pi_hindsight.engine.engine import MemoryEngine
+from pi_hindsight.engine.seeding import describe_plan
 from pi_hindsight.engine.status import describe_status
+from pi_hindsight.engine.types import Notice
 from pi_hindsight.errors import NoSession, PiHindsightError, RpcError
+from pi_hindsight.hosts.pi.seed_sessions import PiSessions, earlier_sessions
 from pi_hindsight.hosts.pi.wire import CommandResult, CommandSpecWire, ConfirmRequestWire, Level
+from pi_hindsight.paths import pi_agent_dir
 from pi_hindsight.rpc.protocol import INVALID_PARAMS
 from pi_hindsight.stores.runner import run_store
 
@@ -34,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "hindsight:template-apply": "Apply a bundled template to the selected bank (previews first)",
     "hindsight:outbox": "Retain outbox: status; 'retry' re-queues dead letters",
     "hindsight:evidence": "Evidence ledger: what memory the last requests received",
+    "hindsight:seed": "Seed memory from earlier Pi sessions and the git history (dry run first)",
 }
 
 
@@ -48,6 +54,7 @@ class PiCommands:
             "hindsight:template-apply": self._template_apply,
             "hindsight:outbox": self._outbox,
             "hindsight:evidence": self._evidence,
+            "hindsight:seed": self._seed,
         }
 
     def specs(self) -> list[CommandSpecWire]:
@@ -88,6 +95,9 @@ class PiCommands:
             )
         view = await self.engine.answer_consent(accepted)
         text = "registered; memory is on" if view.enabled else "not registered; memory stays off"
+        offer = await seed_offer(self.engine) if view.enabled else None
+        if offer is not None:
+            text = f"{text}\n{offer.message}"
         return _say(text, "info", status_line=view.status_line)
 
     async def _templates(self, args: str, accepted: bool | None) -> CommandResult:
@@ -191,3 +201,68 @@ class PiCommands:
         lines.append(stats.retention_note)
         lines.append("details: `pi-hindsight evidence explain ID`")
         return _say("\n".join(lines), "info")
+
+    # -- seeding ---------------------------------------------------------------------------
+
+    def _sessions(self) -> PiSessions:
+        session = self.engine.session
+        # The asking session is retained live from now on: never seeded as well.
+        exclude = () if session is None else (session.info.session_id,)
+        return PiSessions(pi_agent_dir(), exclude=exclude)
+
+    async def _seed(self, args: str, accepted: bool | None) -> CommandResult:
+        """The plan first (nothing sent); apply only after the user agreed to it. Applying
+        queues the items; the sidecar's retain worker delivers them in the background."""
+        words = set(args.split())
+        want_sessions = "git" not in words or "sessions" in words
+        want_git = "sessions" not in words or "git" in words
+        seeder = await self.engine.seeder()
+        sessions = self._sessions() if want_sessions else None
+        plan = await seeder.plan(sessions=sessions, git=want_git)
+        text = "\n".join(describe_plan(plan))
+        if accepted is False:
+            return _say("seeding cancelled: nothing was sent")
+        if not plan.items:
+            return _say(f"{text}\nNothing to send.")
+        if accepted is None:
+            if not self._has_ui:
+                return _say(
+                    f"{text}\nNot sent: confirming needs an interactive session, or run "
+                    "`pi-hindsight scope seed` in this directory."
+                )
+            return _ask(
+                f"Seed memory from {plan.sessions} earlier session(s) and "
+                f"{plan.commits} commit(s)?",
+                text,
+                "hindsight:seed",
+                args,
+            )
+        result = await seeder.apply(plan)
+        self.engine.wake_worker()
+        return _say(
+            f"queued {result.items} item(s), {result.characters:,} characters; the outbox "
+            "delivers them in the background (/hindsight:outbox)"
+        )
+
+
+async def seed_offer(engine: MemoryEngine) -> Notice | None:
+    """Right after consent (with a UI only): offer to seed when this location has earlier Pi
+    sessions. Never seeds by itself; a failure to count just means no offer."""
+    session = engine.session
+    if session is None or not session.info.has_ui or engine.scope() is None:
+        return None
+    try:
+        seeder = await engine.seeder()
+        agent_dir = pi_agent_dir()
+        found = await seeder.count_sessions(
+            lambda belongs: earlier_sessions(agent_dir, belongs, session.info.session_id)
+        )
+    except PiHindsightError:
+        return None
+    if not found:
+        return None
+    return Notice(
+        "info",
+        f"{found} earlier Pi session(s) of this project could be seeded into memory: "
+        "/hindsight:seed (shows what would be sent first)",
+    )

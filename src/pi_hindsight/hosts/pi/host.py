@@ -6,6 +6,7 @@ session files, the shape of tool and command specs); the engine stays host-neutr
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ from pi_hindsight.engine.engine import MemoryEngine
 from pi_hindsight.engine.types import CompletedTurn, Notice, SessionInfo, SessionView, UserRequest
 from pi_hindsight.errors import PiHindsightError, RpcError
 from pi_hindsight.hosts.pi import wire
-from pi_hindsight.hosts.pi.commands import PiCommands
+from pi_hindsight.hosts.pi.commands import PiCommands, seed_offer
 from pi_hindsight.hosts.pi.messages import request_messages, turn_messages
 from pi_hindsight.hosts.pi.naming import CUSTOM_TYPE, FRAMING_SECTION
 from pi_hindsight.hosts.pi.session_file import session_start_dir
@@ -129,7 +130,11 @@ class PiHost:
 
     async def consent(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = _validate(wire.ConsentParams, params)
-        return self._session_state(await self.engine.answer_consent(parsed.accepted))
+        view = await self.engine.answer_consent(parsed.accepted)
+        offer = await seed_offer(self.engine) if parsed.accepted and view.enabled else None
+        if offer is not None:
+            view = dataclasses.replace(view, notices=(*view.notices, offer))
+        return self._session_state(view)
 
     async def prepare_memory(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = _validate(wire.PrepareParams, params)

@@ -52,6 +52,7 @@ class SessionEntry:
     details: Mapping[str, Any] = field(default_factory=dict)
     first_kept_entry_id: str | None = None  # compactions only
     line: int = 0
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)  # the entry as read
 
     @property
     def is_user_message(self) -> bool:
@@ -171,6 +172,7 @@ def _entry(raw: Mapping[str, Any], line: int) -> SessionEntry | None:
         details=details,
         first_kept_entry_id=first_kept if isinstance(first_kept, str) else None,
         line=line,
+        raw=raw,
     )
 
 

@@ -1,0 +1,179 @@
+"""``pi-hindsight scope seed [DIR]``: give a newly registered scope the memory it would have had —
+Pi's earlier sessions of this location (and its worktrees) and a digest of the git history.
+
+The plan (a dry run) is always shown first; ``--dry-run`` stops there. Applying commits the plan
+to the durable outbox, then waits while its worker delivers it (a progress bar in a terminal,
+plain lines otherwise). Running it again sends nothing twice; after a kill it finishes the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
+from pi_hindsight.engine.seeding import SeedUnit, delivery_state, describe_plan
+from pi_hindsight.engine.types import SessionInfo
+from pi_hindsight.stores.runner import run_store
+
+POLL_S = 0.5
+
+
+def _unit_line(done: int, total: int, unit: SeedUnit) -> str:
+    what = f"session {unit.key}" if unit.kind == "session" else f"git {unit.label}"
+    return f"queued {done}/{total}: {what} ({len(unit.requests)} items)"
+
+
+async def _wait(
+    engine: Any, keys: list[tuple[str, str]], timeout: float, tty: bool, quiet: bool
+) -> dict[str, int]:
+    outbox = await engine.state.open_outbox()
+    deadline = time.monotonic() + timeout
+    total = len(keys)
+    bar = click.progressbar(length=total, label="delivering", file=sys.stderr) if tty else None
+    shown = 0
+    last_line = 0.0
+    try:
+        while True:
+            states = await run_store(delivery_state, outbox, keys)
+            finished = states["done"] + states["dead"]
+            if bar is not None:
+                bar.update(finished - shown)
+                shown = finished
+            elif not quiet and (time.monotonic() - last_line > 5 or finished == total):
+                click.echo(f"delivered {states['done']}/{total} ({states['dead']} dead)")
+                last_line = time.monotonic()
+            if finished >= total or time.monotonic() > deadline:
+                return dict(states)
+            engine.wake_worker()
+            await asyncio.sleep(POLL_S)
+    finally:
+        if bar is not None:
+            bar.render_finish()
+
+
+async def _seed(
+    state_dir: Path,
+    directory: Path,
+    *,
+    sessions: bool,
+    git: bool,
+    dry_run: bool,
+    assume_yes: bool,
+    wait: bool,
+    timeout: float,
+    as_json: bool,
+) -> dict[str, Any]:
+    from pi_hindsight.app import CLI_HOST, build_engine  # noqa: PLC0415 - keep `--help` fast
+    from pi_hindsight.hosts.pi.seed_sessions import PiSessions  # noqa: PLC0415
+    from pi_hindsight.paths import pi_agent_dir  # noqa: PLC0415
+
+    engine = build_engine(CLI_HOST, state_dir, passive=dry_run)
+    info = SessionInfo(f"seed-{uuid.uuid4()}", directory, None, has_ui=False, reason="seed")
+    await engine.open_session(info)
+    try:
+        seeder = await engine.seeder()
+        source = PiSessions(pi_agent_dir()) if sessions else None
+        plan = await seeder.plan(sessions=source, git=git)
+        data: dict[str, Any] = {**plan.to_json(), "applied": False}
+        if not as_json:
+            for line in describe_plan(plan):
+                click.echo(line)
+        if dry_run or not plan.items:
+            if not as_json:
+                click.echo("dry run: nothing was sent" if dry_run else "nothing to send")
+            return data
+        tty = sys.stdout.isatty() and not as_json
+        if tty and not assume_yes and not click.confirm("send it to Hindsight?", default=True):
+            click.echo("nothing was sent")
+            return data
+        progress = None
+        bar = click.progressbar(length=len(plan.to_send), label="queueing") if tty else None
+        if bar is not None:
+            progress = lambda done, total, unit: bar.update(1)  # noqa: E731
+        elif not as_json:
+            progress = lambda done, total, unit: click.echo(_unit_line(done, total, unit))  # noqa: E731
+        result = await seeder.apply(plan, progress)
+        if bar is not None:
+            bar.render_finish()
+        engine.wake_worker()
+        data.update(applied=True, queued=result.items, queuedCharacters=result.characters)
+        if wait:
+            states = await _wait(engine, list(result.keys), timeout, tty, as_json)
+            data["delivery"] = states
+            if not as_json:
+                click.echo(
+                    f"delivered {states.get('done', 0)} of {result.items} items"
+                    + (
+                        f", {states['dead']} dead (see `pi-hindsight outbox list`)"
+                        if states.get("dead")
+                        else ""
+                    )
+                )
+        elif not as_json:
+            click.echo(f"queued {result.items} items; the outbox delivers them")
+        return data
+    finally:
+        await engine.shutdown(3.0)
+
+
+@click.command()
+@click.argument(
+    "directory", type=click.Path(path_type=Path, exists=True, file_okay=False), default="."
+)
+@click.option(
+    "--sessions", is_flag=True, help="Pi's earlier sessions of this location and its worktrees."
+)
+@click.option(
+    "--git", "git_", is_flag=True, help="A digest of the git history (newest 300 commits)."
+)
+@click.option("--dry-run", is_flag=True, help="Only show what would be sent.")
+@click.option("--yes", "-y", "assume_yes", is_flag=True, help="Do not ask before sending.")
+@click.option("--no-wait", is_flag=True, help="Queue it and return; the outbox delivers it later.")
+@click.option(
+    "--timeout", type=float, default=1800.0, show_default=True, help="Seconds to wait for delivery."
+)
+@state_dir_option
+@json_option
+def seed(
+    directory: Path,
+    sessions: bool,
+    git_: bool,
+    dry_run: bool,
+    assume_yes: bool,
+    no_wait: bool,
+    timeout: float,
+    state_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """Seed DIRECTORY's registered scope from earlier Pi sessions and the git history (both when
+    neither --sessions nor --git is given). Shows the plan first; --dry-run sends nothing."""
+    if not sessions and not git_:
+        sessions = git_ = True
+    data = asyncio.run(
+        _seed(
+            resolve_state_dir(state_dir),
+            directory.resolve(),
+            sessions=sessions,
+            git=git_,
+            dry_run=dry_run,
+            assume_yes=assume_yes,
+            wait=not no_wait,
+            timeout=timeout,
+            as_json=as_json,
+        )
+    )
+    if as_json:
+        echo_json(data)
+    delivery = data.get("delivery") or {}
+    if data.get("applied") and not no_wait and delivery.get("done", 0) < data.get("queued", 0):
+        raise SystemExit(1)
+
+
+__all__ = ["seed"]
