@@ -24,12 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.agent_models import AgentStandIn  # noqa: E402
+from tests.plugins.pi_versions import PI_INSTALLS, PiInstall  # noqa: E402
 
 from pi_hindsight.cli.setup_cmd import install_extension  # noqa: E402
 from pi_hindsight.launcher import start_server, stop_server  # noqa: E402
 
 DEMO = ROOT / ".demo"
-PI = ROOT / "node_modules" / ".bin" / "pi"
 
 FIRST = (
     "Please remember for this project: production deploys go to the Zephyr cluster in "
@@ -58,9 +58,16 @@ def text_of(content: Any) -> str:
     return "".join(part.get("text", "") for part in content if isinstance(part, dict))
 
 
+def pick_pi() -> PiInstall:
+    """Today's Pi (1.x, with its Node 22) where `make install` provided it, else Pi 0.73.1."""
+    for pi in reversed(PI_INSTALLS):
+        if not pi.unusable():
+            return pi
+    raise SystemExit("Pi is not installed; run `make install` first")
+
+
 def main() -> None:
-    if not PI.exists():
-        raise SystemExit("Pi is not installed; run `make install` first")
+    pi = pick_pi()
     state_dir = DEMO / "agent" / "hindsight"
     server_state = DEMO / "server-state"  # the local server's data is kept between runs
     # Start each run from empty memory (a bank of its own) so an earlier run cannot blur it.
@@ -134,8 +141,8 @@ def main() -> None:
                 ).rstrip()
             )
 
-            say(f"Session 1: pi -p {FIRST!r}")
-            print(run([str(PI), "-p", FIRST], cwd=repo, env=env).rstrip())
+            say(f"Session 1 (Pi {pi.version}): pi -p {FIRST!r}")
+            print(run(pi.argv("-p", FIRST), cwd=repo, env=pi.env(env)).rstrip())
             print("(waiting until Hindsight confirms the retain…)")
             run(
                 [sys.executable, "-m", "pi_hindsight", "outbox", "drain", "--timeout", "120"],
@@ -144,7 +151,7 @@ def main() -> None:
             )
 
             say(f"Session 2 (a new Pi process): pi -p {SECOND!r}")
-            print(run([str(PI), "-p", SECOND], cwd=repo, env=env).rstrip())
+            print(run(pi.argv("-p", SECOND), cwd=repo, env=pi.env(env)).rstrip())
 
             say("What reached the model provider in session 2 (from the stand-in's request log)")
             request = model.requests("pi")[-1]

@@ -346,6 +346,51 @@ def test_reflect_cites_only_ids_the_tools_returned(chat_standin: AgentStandIn) -
     assert all(f'"id": "{alias}"' in shown for alias in cited)
 
 
+def test_a_question_of_several_parts_is_searched_part_by_part(
+    chat_standin: AgentStandIn,
+) -> None:
+    """Bug: the startup memo's question (several topics in one) went whole into every search;
+    one embedding of it is close to no specific fact (0.11 against a deploy fact, under
+    Hindsight's 0.3 floor), so the memo stayed empty. A model searches the parts in turn."""
+    deploy = {
+        "id": str(uuid.UUID(int=7)),
+        "text": "Production runs on Zephyr.",
+        "fact_type": "world",
+    }
+    asked: list[str] = []
+    tools = _tools(memories=[])
+
+    async def recall(query: str, max_tokens: int, chunk_tokens: int = 1000) -> dict[str, Any]:
+        asked.append(query)
+        found = [deploy] if query == "Where production is deployed" else []
+        return {"query": query, "memories": found, "chunks": {}}
+
+    question = "What should I know first? Where production is deployed; how it is tested."
+    result = _with_llm(
+        chat_standin,
+        lambda llm: agent.run_reflect_agent(
+            llm,
+            "bank-1",
+            question,
+            {"name": "Test bank", "mission": ""},
+            search_mental_models_fn=tools["search_mental_models_fn"],
+            read_mental_models_fn=tools["read_mental_models_fn"],
+            search_observations_fn=tools["search_observations_fn"],
+            recall_fn=recall,
+            expand_fn=tools["expand_fn"],
+            has_mental_models=False,
+        ),
+    )
+    assert asked[0] == question  # the forced step: the whole question
+    assert asked[1:] == [
+        "What should I know first?",
+        "Where production is deployed",
+        "how it is tested",
+    ]
+    assert "Production runs on Zephyr." in result.text
+    assert rr.topics("Where does Alice live?") == []  # one part: searched once, whole
+
+
 def test_reflect_with_nothing_found_says_so_and_cites_nothing(chat_standin: AgentStandIn) -> None:
     result = _reflect(chat_standin, "What is Bob's favourite colour?", memories=[])
     assert result.text == rr.NO_ANSWER

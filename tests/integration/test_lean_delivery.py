@@ -63,7 +63,8 @@ def test_a_50_request_session_carries_memory_not_scaffolding(run: Any) -> None:
         assert tally.total_tokens <= baseline.total_tokens / 2, (tally.name, tally.total_tokens)
         assert tally.repeats == 0, tally.name
         assert tally.in_memo > 0
-        assert tally.records >= baseline.records * 0.9  # the same memory, not less of it
+        # The same memory, not less of it: a record the memo states reaches the model there.
+        assert tally.records + tally.in_memo >= baseline.records * 0.9
     assert run.false_drops == [], run.false_drops
     assert run.judged >= 100
 

@@ -15,10 +15,15 @@ from typing import Literal
 from pi_hindsight.backend import MemoryBackend, MentalModel
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, Scope
 
+# One topic per sentence or ``;`` item: a reflect agent searches them one by one, and each
+# names concrete knowledge (one embedding of a broad question is close to no specific fact:
+# with the local embeddings, "what should an engineer know" scores 0.11 against "our
+# production deploy target is the Zephyr cluster", under Hindsight's 0.3 floor).
 MEMO_SOURCE_QUERY = (
-    "What should an engineer know before working on this project? The conventions and rules in "
-    "force, the premises and architecture, recent decisions and the reasons for them, open "
-    "problems, and how the user likes to work here."
+    "What should an engineer know before working on this project? "
+    "Where production is deployed and how releases ship; how it is built and tested; "
+    "the conventions and rules in force; the premises and architecture; "
+    "recent decisions and the reasons for them; open problems; how the user likes to work here."
 )
 MEMO_MAX_TOKENS = 1024
 CACHE_SECONDS = 30.0

@@ -145,6 +145,48 @@ def _search_query(body: Mapping[str, Any]) -> str:
     return question(body)[:MAX_QUERY_CHARS] or "memories"
 
 
+#: Where a question with several parts splits into its topics (a sentence, a ``;`` list item).
+_TOPIC_BREAK = re.compile(r"(?<=[?!.;])\s+")
+#: Most topic searches one conversation makes beyond the first search (the agent's turns are few).
+MAX_TOPIC_SEARCHES = 6
+
+
+def topics(text: str) -> list[str]:
+    """The parts of a question with several (its sentences and ``;``-separated items): what a
+    model searches for one by one, since one embedding of a long, broad question is close to
+    none of the specific facts it asks about. A question of one part has none."""
+    parts = [part.strip(" ;.") for part in _TOPIC_BREAK.split(text.strip())]
+    found = [part for part in parts if len(part.split()) >= 2]
+    return found if len(found) > 1 else []
+
+
+def _recalled_queries(body: Mapping[str, Any]) -> set[str]:
+    """The queries this conversation already sent to ``recall``."""
+    sent: set[str] = set()
+    for message in messages_of(body):
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if not isinstance(function, Mapping) or function.get("name") != "recall":
+                continue
+            try:
+                arguments = json.loads(str(function.get("arguments") or "{}"))
+            except ValueError:
+                continue
+            if isinstance(arguments, Mapping) and isinstance(arguments.get("query"), str):
+                sent.add(arguments["query"])
+    return sent
+
+
+def _next_topic(body: Mapping[str, Any]) -> str | None:
+    """The first topic of the question not searched yet (within MAX_TOPIC_SEARCHES)."""
+    sent = _recalled_queries(body)
+    for topic in topics(question(body))[:MAX_TOPIC_SEARCHES]:
+        query = topic[:MAX_QUERY_CHARS]
+        if query not in sent:
+            return query
+    return None
+
+
 def evidence_from_conversation(body: Mapping[str, Any]) -> Evidence:
     """The evidence in the tool results of the agent's conversation."""
     evidence = Evidence()
@@ -248,6 +290,19 @@ def _generic_arguments(body: Mapping[str, Any], name: str) -> JsonObject:
     return args
 
 
+def _free_search(body: Mapping[str, Any], offered: list[str], evidence: Evidence) -> Reply | None:
+    """A free turn's search, if one is due: the first search, or the next part of a question
+    of several parts (each searched in turn)."""
+    if not evidence.searched:
+        search = next((tool for tool in RETRIEVAL_TOOLS if tool in offered), None)
+        if search is not None:
+            return _call(body, search, _generic_arguments(body, search))
+    topic = _next_topic(body) if "recall" in offered else None
+    if topic is None:
+        return None
+    return _call(body, "recall", {**_generic_arguments(body, "recall"), "query": topic})
+
+
 def tool_turn(body: Mapping[str, Any]) -> Reply:
     """One turn of the reflect tool loop (forced step, free turn or closing ``done``)."""
     names = tool_names(body)
@@ -258,10 +313,9 @@ def tool_turn(body: Mapping[str, Any]) -> Reply:
         return _call(body, DONE_TOOL, done_arguments(body, evidence))
     if len(offered) == 1:
         return _call(body, offered[0], _generic_arguments(body, offered[0]))
-    if not evidence.searched:
-        search = next((tool for tool in RETRIEVAL_TOOLS if tool in offered), None)
-        if search is not None:
-            return _call(body, search, _generic_arguments(body, search))
+    search = _free_search(body, offered, evidence)
+    if search is not None:
+        return search
     if READY_TOOL in offered:
         return _call(body, READY_TOOL, {"answer_found": evidence.found})
     if DONE_TOOL in offered:
