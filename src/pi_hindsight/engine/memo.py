@@ -8,12 +8,16 @@ again only after it changed, and never lets a missing, stale or failing memo blo
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from dataclasses import dataclass
 from typing import Literal
 
 from pi_hindsight.backend import MemoryBackend, MentalModel
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, Scope
+from pi_hindsight.errors import BackendError
+
+logger = logging.getLogger(__name__)
 
 # One topic per sentence or ``;`` item: a reflect agent searches them one by one, and each
 # names concrete knowledge (one embedding of a broad question is close to no specific fact:
@@ -100,9 +104,23 @@ class MemoCache:
                 backend, scope, timeout=timeout, min_refresh_interval_s=min_refresh_interval_s
             )
             state = MemoState("created", operation_id=operation_id)
-        elif not model.content:
-            state = MemoState("empty", model=model)
         else:
-            state = MemoState("ready", model=model)
+            await _current_question(backend, scope, model, timeout=timeout)
+            state = MemoState("ready" if model.content else "empty", model=model)
         self._cached[key] = (time.monotonic(), state)
         return state
+
+
+async def _current_question(
+    backend: MemoryBackend, scope: Scope, model: MentalModel, *, timeout: float
+) -> None:
+    """A memo created with an older question asks the current one from its next refresh on
+    (best effort: the memo is delivered as it is either way)."""
+    if model.source_query is None or model.source_query == MEMO_SOURCE_QUERY:
+        return
+    try:
+        await backend.update_mental_model(
+            scope.bank_id, model.id, source_query=MEMO_SOURCE_QUERY, timeout=timeout
+        )
+    except BackendError as error:
+        logger.warning("the startup memo's question was not updated: %s", error)
