@@ -26,7 +26,7 @@ from pi_hindsight.engine.types import HostFacts
 from pi_hindsight.errors import InputFileError, StateError
 from pi_hindsight.hosts.pi.messages import turn_messages
 from pi_hindsight.hosts.pi.naming import PI_HOST
-from pi_hindsight.hosts.pi.session_file import SessionEntry, read_session
+from pi_hindsight.hosts.pi.session_file import SessionEntry, main_branch, read_session
 from pi_hindsight.safe_files import SESSION_HEADER_MAX_BYTES, read_json_lines
 
 MAX_SESSION_FILES = 20_000
@@ -56,22 +56,6 @@ def _header(path: Path) -> tuple[str | None, str | None]:
         session_id if isinstance(session_id, str) and session_id else None,
         cwd if isinstance(cwd, str) and cwd else None,
     )
-
-
-def main_branch(entries: Sequence[SessionEntry]) -> list[SessionEntry]:
-    """The path from the last entry (Pi's leaf) to the root, oldest first, compactions and all."""
-    if not entries:
-        return []
-    by_id = {entry.entry_id: entry for entry in entries}
-    path: list[SessionEntry] = []
-    seen: set[str] = set()
-    node: SessionEntry | None = entries[-1]
-    while node is not None and node.entry_id not in seen:
-        seen.add(node.entry_id)
-        path.append(node)
-        node = by_id.get(node.parent_id) if node.parent_id is not None else None
-    path.reverse()
-    return path
 
 
 def _edits(branch: Sequence[SessionEntry]) -> dict[str, object]:

@@ -106,10 +106,8 @@ class PiSession:
         return None
 
 
-def visible_entries(entries: Sequence[SessionEntry]) -> list[SessionEntry]:
-    """The entries that make up the model's context now, oldest first (Pi's
-    buildSessionContext): the path from the leaf (the last entry) to the root; with a compaction
-    on the path, only the entries from its ``firstKeptEntryId`` on."""
+def main_branch(entries: Sequence[SessionEntry]) -> list[SessionEntry]:
+    """The path from the last entry (Pi's leaf) to the root, oldest first, compactions and all."""
     if not entries:
         return []
     by_id = {entry.entry_id: entry for entry in entries}
@@ -121,6 +119,14 @@ def visible_entries(entries: Sequence[SessionEntry]) -> list[SessionEntry]:
         path.append(node)
         node = by_id.get(node.parent_id) if node.parent_id is not None else None
     path.reverse()
+    return path
+
+
+def visible_entries(entries: Sequence[SessionEntry]) -> list[SessionEntry]:
+    """The entries that make up the model's context now, oldest first (Pi's
+    buildSessionContext): the path from the leaf (the last entry) to the root; with a compaction
+    on the path, only the entries from its ``firstKeptEntryId`` on."""
+    path = main_branch(entries)
     compactions = [index for index, entry in enumerate(path) if entry.kind == "compaction"]
     if not compactions:
         return path
