@@ -20,7 +20,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ import pytest
 
 from tests.agent_models import AgentStandIn
 from tests.claude_code_support import daemon_pid, stop_daemon, wait_gone
+from tests.plugins.pi import run_cli
 
 CLAUDE_BIN_ENV = "CLAUDE_BIN"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -138,20 +138,7 @@ class ClaudeWorld:
         return completed
 
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        completed = subprocess.run(
-            [sys.executable, "-m", "pi_hindsight", *args],
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=CLAUDE_TIMEOUT_S,
-            check=False,
-        )
-        if check and completed.returncode != 0:
-            raise AssertionError(
-                f"pi-hindsight {' '.join(args)} exited {completed.returncode}\n"
-                f"stdout:\n{completed.stdout}\nstderr:\n{completed.stderr}"
-            )
-        return completed
+        return run_cli(args, env=self.env(), timeout=CLAUDE_TIMEOUT_S, check=check)
 
     def register(self, path: Path) -> None:
         self.cli("scope", "register", str(path))

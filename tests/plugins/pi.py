@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,27 @@ def make_repo(path: Path, remote: str | None = None) -> Path:
     return path
 
 
+def run_cli(
+    args: Sequence[str], *, env: Mapping[str, str], timeout: float, check: bool
+) -> subprocess.CompletedProcess[str]:
+    """``pi-hindsight ARGS`` as the user runs it (this interpreter); with ``check``, a non-zero
+    exit fails the test with both outputs."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "pi_hindsight", *args],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if check and completed.returncode != 0:
+        raise AssertionError(
+            f"pi-hindsight {' '.join(args)} exited {completed.returncode}\n"
+            f"stdout:\n{completed.stdout}\nstderr:\n{completed.stderr}"
+        )
+    return completed
+
+
 @dataclass
 class PiWorld:
     pi: PiInstall
@@ -93,20 +114,7 @@ class PiWorld:
         return completed
 
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        completed = subprocess.run(
-            [sys.executable, "-m", "pi_hindsight", *args],
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=PI_TIMEOUT_S,
-            check=False,
-        )
-        if check and completed.returncode != 0:
-            raise AssertionError(
-                f"pi-hindsight {' '.join(args)} exited {completed.returncode}\n"
-                f"stdout:\n{completed.stdout}\nstderr:\n{completed.stderr}"
-            )
-        return completed
+        return run_cli(args, env=self.env(), timeout=PI_TIMEOUT_S, check=check)
 
     def register(self, path: Path) -> None:
         self.cli("scope", "register", str(path))
