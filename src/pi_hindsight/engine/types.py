@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pi_hindsight.backend.records import RecallScores
 from pi_hindsight.engine.scope import Scope
@@ -29,15 +29,7 @@ Outcome = Literal[
     "not_user_request",
     "error",
 ]
-OUTCOMES: tuple[Outcome, ...] = (
-    "delivered",
-    "nothing_found",
-    "skipped",
-    "backend_unavailable",
-    "not_registered",
-    "not_user_request",
-    "error",
-)
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 NoticeLevel = Literal["info", "warning", "error"]
 
 
