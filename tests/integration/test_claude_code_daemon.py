@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from pi_hindsight.hosts.claude_code import runtime
 from pi_hindsight.hosts.claude_code.cursors import Cursor, CursorStore
-from pi_hindsight.hosts.claude_code.hook import DaemonUnavailable, call
+from pi_hindsight.hosts.claude_code.hook import TIMEOUTS_S, DaemonUnavailable, call
 from tests.claude_code_support import (
     HOOK,
     Transcript,
@@ -370,3 +370,65 @@ def test_a_crash_after_commit_before_the_cursor_moved_is_redone_over_the_same_by
         {"role": "user", "content": "And where are they cached?"},
         {"role": "assistant", "content": "In Vega."},
     ]
+
+
+def test_a_stopped_daemon_costs_the_hook_its_bound_and_loses_nothing_once_it_continues(
+    hook_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A daemon stopped by SIGSTOP (a debugger, ^Z, a frozen container) still accepts
+    connections (the kernel queues them) but answers nothing: each hook gives up at its own
+    bound with a visible message and exit 0, so the prompt goes on; once the daemon continues,
+    the turn is retained exactly once."""
+    repo = _registered(hook_env, tmp_path)
+    state = Path(hook_env["PI_HINDSIGHT_STATE_DIR"])
+    session = str(uuid.uuid4())
+    transcript = Transcript(tmp_path / "projects" / "-repo" / f"{session}.jsonl", session)
+    start = payload("SessionStart", session, repo, source="startup")
+    _fails_open(run_hook("SessionStart", start, hook_env))  # the daemon is up
+    pid = daemon_pid(hook_env)
+    assert pid is not None
+    transcript.append(*transcript.request("Where do the nightly builds run?", "On Orion."))
+    events = {
+        "UserPromptSubmit": payload(
+            "UserPromptSubmit", session, repo, prompt="And the caches?", prompt_id="p2"
+        ),
+        "Stop": payload("Stop", session, repo, transcript_path=str(transcript.path)),
+    }
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        hooks = {
+            event: subprocess.Popen(
+                [*HOOK, event],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=hook_env,
+            )
+            for event in events
+        }
+        for event, process in hooks.items():  # both at once: each waits its own bound
+            out, err = process.communicate(json.dumps(events[event]).encode(), timeout=120)
+            assert process.returncode == 0 and err == b""
+            message = json.loads(out)["systemMessage"]
+            bound = f"{TIMEOUTS_S[event]:.0f} s"
+            assert message == (
+                "pi-hindsight: memory unavailable for this event "
+                f"(the daemon did not answer within {bound})"
+            ), event
+        assert outbox_count(state, session) == 0  # nothing happened while it was stopped
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    # It goes on with what was queued: the Stop it received retains the turn.
+    deadline = time.monotonic() + 120
+    while outbox_count(state, session) == 0:
+        assert time.monotonic() < deadline, "the queued Stop was never handled"
+        time.sleep(0.1)
+    assert daemon_pid(hook_env) == pid  # the same daemon, alive
+    _fails_open(run_hook("Stop", events["Stop"], hook_env))  # nothing new: nothing twice
+    assert [turns for _, turns in outbox_turns(state, session)] == [
+        [
+            {"role": "user", "content": "Where do the nightly builds run?"},
+            {"role": "assistant", "content": "On Orion."},
+        ]
+    ]
+    assert isinstance(call({"op": "ping"}, timeout=10, env=hook_env), dict)
