@@ -14,7 +14,8 @@ from pathlib import Path
 
 from pi_hindsight.backend import MemoryBackend, open_backend
 from pi_hindsight.config import LoadedConfig, Settings, load_config
-from pi_hindsight.engine.connection import BackendFactory, HindsightConnection
+from pi_hindsight.credentials import RotatingKey
+from pi_hindsight.engine.connection import BackendFactory, HindsightConnection, ServerAccess
 from pi_hindsight.engine.engine import ContextReader, MemoryEngine, SharedParts
 from pi_hindsight.engine.local_state import LocalState
 from pi_hindsight.engine.retaining import Retainer
@@ -50,18 +51,28 @@ def base_url_resolver(state_dir: Path) -> Callable[[Settings], str | None]:
     return resolve
 
 
-async def create_backend(base_url: str, api_key: str | None) -> MemoryBackend:
-    """The official client, imported off the event loop (the import takes ~0.8 s)."""
-    return await asyncio.to_thread(open_backend, base_url, api_key=api_key)
+def make_backend_factory(state_dir: Path) -> BackendFactory:
+    """The official client for a session's server, imported off the event loop (~0.8 s). Its
+    API key is asked for before every call: a key rotated in the user config or its key file
+    is used from the next request on (``credentials.RotatingKey``)."""
+
+    async def create(access: ServerAccess) -> MemoryBackend:
+        key = RotatingKey(state_dir, await asyncio.to_thread(load_config, state_dir))
+        return await asyncio.to_thread(
+            open_backend, access.base_url, api_key=key, ca_file=access.ca_file
+        )
+
+    return create
 
 
 def build_shared(
-    host: HostFacts, state_dir: Path, *, backend_factory: BackendFactory = create_backend
+    host: HostFacts, state_dir: Path, *, backend_factory: BackendFactory | None = None
 ) -> SharedParts:
     """Stores, connection and retainer for a process serving many sessions of ``host`` (the
     Claude Code daemon): pass them to every ``build_engine`` there; ``close_shared`` ends them."""
     state = LocalState(state_dir)
-    connection = HindsightConnection(backend_factory, base_url_resolver(state_dir))
+    factory = backend_factory or make_backend_factory(state_dir)
+    connection = HindsightConnection(factory, base_url_resolver(state_dir))
     return SharedParts(state, connection, Retainer(state, host))
 
 
@@ -81,7 +92,7 @@ def build_engine(
         host=host,
         state_dir=directory,
         config_loader=lambda root: load_config(directory, project_root=root),
-        backend_factory=create_backend,
+        backend_factory=make_backend_factory(directory),
         base_url_resolver=base_url_resolver(directory),
         context_reader=context_reader,
         passive=passive,

@@ -36,6 +36,7 @@ from pi_hindsight.config_raw import (
     filter_project_file,
     set_dotted,
 )
+from pi_hindsight.config_secrets import key_file_path, resolve_secret_refs
 from pi_hindsight.errors import ConfigError, InputFileError
 from pi_hindsight.legacy.config_keys import migrate_legacy, unknown_keys
 from pi_hindsight.paths import ensure_private_dir, pi_agent_dir
@@ -49,6 +50,9 @@ from pi_hindsight.safe_files import (
     printable,
     read_bytes,
 )
+from pi_hindsight.user_bank import USER_BANK_KEY, UserBankChoice
+from pi_hindsight.user_bank import choose as choose_user_bank
+from pi_hindsight.user_bank import problem_text as user_bank_problem
 
 CONFIG_FILE_NAME = "config.json"
 
@@ -87,9 +91,27 @@ def _check_base_url(value: str | None) -> str | None:
 BaseUrl = Annotated[str | None, AfterValidator(_check_base_url)]
 
 
+def _check_ca_file(value: str | None) -> str | None:
+    """An absolute path (``~`` expanded) to a file of CA certificates; ``""`` means "not set"."""
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_absolute() or not path.is_file():
+        raise PydanticCustomError(
+            "ca_file",
+            "must be the absolute path of an existing PEM file of CA certificates",
+        )
+    return str(path)
+
+
 class HindsightSettings(_Model):
     base_url: BaseUrl = Field(default=None, alias="baseUrl")
     api_key: str | None = Field(default=None, alias="apiKey")
+    # The CA certificates an https:// server's certificate must chain to (a private CA); the
+    # user config only (a repository file can never set it).
+    ca_file: Annotated[str | None, AfterValidator(_check_ca_file)] = Field(
+        default=None, alias="caFile"
+    )
 
 
 class ProjectBankSettings(_Model):
@@ -257,6 +279,8 @@ class LoadedConfig:
     user_source: Path | None  # the file the user layer came from (ours, or a legacy one)
     sources: Mapping[str, str]  # dotted key -> where its value came from
     project_file: Path | None = None
+    user_bank: UserBankChoice | None = None  # the User bank id in effect, and why
+    key_file: Path | None = None  # the file hindsight.apiKey is read from, if any
 
     @property
     def warnings(self) -> tuple[ConfigProblem, ...]:
@@ -395,50 +419,6 @@ def _leaves(raw: Mapping[str, Any], prefix: str = "") -> list[str]:
     return keys
 
 
-def _resolve_secret_refs(
-    raw: dict[str, Any], env: Mapping[str, str], source: str
-) -> list[ConfigProblem]:
-    """``hindsight.apiKey`` may be ``{"source": "env", "name": "VAR"}`` (never stored raw)."""
-    hindsight = raw.get("hindsight")
-    if not isinstance(hindsight, dict) or not isinstance(hindsight.get("apiKey"), dict):
-        return []
-    reference = hindsight["apiKey"]
-    name = reference.get("name")
-    if reference.get("source") != "env" or not isinstance(name, str) or not name:
-        hindsight.pop("apiKey")
-        return [
-            ConfigProblem(
-                source,
-                "hindsight.apiKey",
-                "unsupported secret reference",
-                'use {"source": "env", "name": "VARIABLE"}',
-            )
-        ]
-    value = env.get(name)
-    if value and lone_surrogate_paths(value):
-        hindsight.pop("apiKey")
-        return [
-            ConfigProblem(
-                source,
-                "hindsight.apiKey",
-                f"environment variable {shown_key(name)} is not valid UTF-8 text",
-                "set it to the key as text",
-            )
-        ]
-    if value:
-        hindsight["apiKey"] = value
-        return []
-    hindsight.pop("apiKey")
-    return [
-        ConfigProblem(
-            source,
-            "hindsight.apiKey",
-            f"environment variable {shown_key(name)} is not set",
-            "export it, or remove the reference",
-        )
-    ]
-
-
 def _file_problem(path: Path, error: ConfigError, ignored: str) -> ConfigProblem:
     message = str(error).removeprefix(f"{path}: ")
     fix = "; ".join(part for part in (error.hint, ignored) if part)
@@ -575,12 +555,20 @@ def load_config(
         ConfigProblem(user_name, change.key, change.message, "", change.level) for change in changes
     )
     sources = dict.fromkeys(_leaves(raw), user_name)
-    problems.extend(_resolve_secret_refs(raw, env, user_name))
+    key_file = key_file_path(raw)
+    # A reference to a key counts as a configured key, set in this environment or not.
+    key_configured = (
+        bool(raw.get("hindsight", {}).get("apiKey"))
+        if isinstance(raw.get("hindsight"), dict)
+        else False
+    )
+    problems.extend(resolve_secret_refs(raw, env, user_name))
     project_file = (
         None if project_root is None else _apply_project_file(raw, project_root, sources, problems)
     )
     _apply_environment(raw, env, sources, problems)
     settings, validation_problems = _validate(raw, sources, user_name)
+    settings, user_bank = _user_bank(settings, raw, sources, key_configured, problems)
     return LoadedConfig(
         settings=settings,
         problems=_capped([*problems, *validation_problems]),
@@ -588,7 +576,42 @@ def load_config(
         user_source=user_source,
         sources=sources,
         project_file=project_file,
+        user_bank=user_bank,
+        key_file=key_file,
     )
+
+
+def _user_bank(
+    settings: Settings,
+    raw: dict[str, Any],
+    sources: Mapping[str, str],
+    key_configured: bool,
+    problems: list[ConfigProblem],
+) -> tuple[Settings, UserBankChoice]:
+    """Settings with the User bank id in effect: personal on a shared server (user_bank.py)."""
+    user = settings.banks.user
+    node: Any = raw
+    for part in ("banks", "user", "bankId"):  # still there after validation: a valid id
+        node = node.get(part) if isinstance(node, dict) else None
+    explicit = isinstance(node, str)
+    choice = choose_user_bank(
+        user.bank_id,
+        sources if explicit else {k: v for k, v in sources.items() if k != USER_BANK_KEY},
+        base_url=settings.hindsight.base_url,
+        api_key=settings.hindsight.api_key or ("configured" if key_configured else None),
+        user_id=settings.bank_naming.user_id,
+    )
+    report = user_bank_problem(choice, settings.user_bank_active)
+    if report is not None:
+        message, fix, warning = report
+        level: Literal["info", "warning"] = "warning" if warning else "info"
+        problems.append(ConfigProblem(choice.basis, USER_BANK_KEY, message, fix, level))
+    if choice.bank_id == user.bank_id:
+        return settings, choice
+    banks = settings.banks.model_copy(
+        update={"user": user.model_copy(update={"bank_id": choice.bank_id})}
+    )
+    return settings.model_copy(update={"banks": banks}), choice
 
 
 def validate_raw(raw: dict[str, Any], source: str) -> tuple[Settings, list[ConfigProblem]]:

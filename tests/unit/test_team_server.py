@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.cli.main import cli
 from pi_hindsight.cli.status_cmd import _health
-from pi_hindsight.engine.connection import HindsightConnection
+from pi_hindsight.engine.connection import HindsightConnection, ServerAccess
 from pi_hindsight.errors import (
     BackendAuthRejected,
     BackendRejected,
@@ -160,7 +160,7 @@ def test_the_status_probe_asks_with_the_configured_key(keyed_server: str) -> Non
 
 
 def test_a_refused_key_is_noticed_once_per_change_and_apart_from_an_outage() -> None:
-    async def never(base_url: str, api_key: str | None) -> HindsightBackend:
+    async def never(access: ServerAccess) -> HindsightBackend:
         raise AssertionError("not used")
 
     connection = HindsightConnection(never, lambda settings: None)

@@ -12,6 +12,8 @@ the resource modules (``memories``, ``banks``, ``mental_models``, ``operations``
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pi_hindsight.backend.protocol import MemoryBackend
 from pi_hindsight.backend.records import (
     MISSION_KEYS,
@@ -54,8 +56,15 @@ __all__ = [
 ]
 
 
-def open_backend(base_url: str, *, api_key: str | None = None) -> MemoryBackend:
-    """The backend for the Hindsight server at ``base_url`` (imports the official client)."""
+def open_backend(
+    base_url: str,
+    *,
+    api_key: str | Callable[[], str | None] | None = None,
+    ca_file: str | None = None,
+) -> MemoryBackend:
+    """The backend for the Hindsight server at ``base_url`` (imports the official client).
+    ``api_key``: the key, or a callable asked before every call (a key that may be rotated);
+    ``ca_file``: the CA certificates an ``https://`` server's certificate must chain to."""
     from pi_hindsight.backend.hindsight import HindsightBackend  # noqa: PLC0415 - ~0.8 s import
 
-    return HindsightBackend(base_url, api_key=api_key)
+    return HindsightBackend(base_url, api_key=api_key, ca_file=ca_file)

@@ -7,6 +7,12 @@ pi-hindsight catches or even names those exceptions (a test checks this). The re
 (``memories``, ``banks``, ``mental_models``, ``operations``, ``documents``, ``templates``) build on
 :class:`Resource` and take the generated API classes they need from :meth:`Client.api`.
 
+The client's aiohttp session is ours (:class:`_Session`): it never reads proxy variables or
+``.netrc`` itself (``trust_env`` off); the proxy is decided per server URL in ``transport.py``
+(loopback: never) and passed explicitly, and an ``https://`` server's certificate is checked
+against ``hindsight.caFile`` when set. The API key is asked for at every call (a
+:data:`KeyProvider` re-reads a rotated key file), so a running session follows a changed key.
+
 Importing this module imports the official client (~0.8 s): only ``backend/hindsight.py`` and the
 resource modules import it, lazily from the sidecar (see ``rpc/sidecar.py``).
 """
@@ -16,13 +22,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import aiohttp
 from hindsight_client_api.api_client import ApiClient
 from hindsight_client_api.configuration import Configuration
 from hindsight_client_api.exceptions import ApiException
+from hindsight_client_api.rest import RESTClientObject
 
 from pi_hindsight.config_display import display_url, scrub, url_secrets
 from pi_hindsight.errors import (
@@ -33,6 +41,14 @@ from pi_hindsight.errors import (
     BackendServerError,
     BackendUnavailable,
     BankNotFound,
+)
+from pi_hindsight.transport import (
+    TLS_HINT,
+    CaFileError,
+    ProxyRoute,
+    describe_tls_failure,
+    proxy_route,
+    tls_context,
 )
 
 T = TypeVar("T")
@@ -128,18 +144,68 @@ def built(request: T | None, what: str) -> T:
     return request
 
 
+# The API key now: a fixed string, or a callable that re-reads it (a rotated key file).
+KeyProvider = Callable[[], str | None]
+
+
+class _Session(RESTClientObject):
+    """The generated REST client with our own aiohttp session: no proxy or ``.netrc`` from the
+    environment (``trust_env=False``), the proxy we chose, and our certificate checks."""
+
+    def __init__(self, configuration: Configuration, *, route: ProxyRoute, ca_file: str | None):
+        super().__init__(configuration)
+        self.proxy = route.url
+        self._ca_file = ca_file
+
+    def _ensure_session(self) -> None:
+        if self._pool_manager is not None:
+            return
+        connector = aiohttp.TCPConnector(
+            limit=self._configuration.connection_pool_maxsize, ssl=tls_context(self._ca_file)
+        )
+        self._pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False)
+
+
 class Client:
     """The official client's ``ApiClient`` for one server, and the translation of its failures."""
 
-    def __init__(self, base_url: str, *, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | KeyProvider | None = None,
+        ca_file: str | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self._shown_url = display_url(self.base_url)  # errors never quote a password
-        self._api_client = ApiClient(Configuration(host=self.base_url))
+        self.route = proxy_route(self.base_url, os.environ if environ is None else environ)
+        configuration = Configuration(host=self.base_url)
+        self._api_client = ApiClient(configuration)
+        self._api_client.rest_client = _Session(configuration, route=self.route, ca_file=ca_file)
         self._api_client.user_agent = "pi-hindsight"
-        self._api_key = api_key or None  # only to keep it out of error text
-        if api_key:
-            self._api_client.default_headers["Authorization"] = f"Bearer {api_key}"
+        self._key_provider: KeyProvider = api_key if callable(api_key) else lambda: api_key
+        self._api_key: str | None = None  # the key sent now
+        # Every key ever sent and the proxy's credentials: kept out of error text.
+        self._secrets: list[str] = [*url_secrets(self.route.url or "")]
+        self._use_key(self._key_provider())
         self._apis: dict[type[Any], Any] = {}
+
+    def _use_key(self, key: str | None) -> None:
+        key = key or None
+        if key == self._api_key:
+            return
+        self._api_key = key
+        if key is None:
+            self._api_client.default_headers.pop("Authorization", None)
+            return
+        if key not in self._secrets:
+            self._secrets.append(key)
+        self._api_client.default_headers["Authorization"] = f"Bearer {key}"
+
+    @property
+    def _hidden(self) -> tuple[str, ...]:
+        return (*url_secrets(self.base_url), *self._secrets)
 
     def api(self, kind: type[T]) -> T:
         """The generated API class ``kind`` bound to this client (one instance per class)."""
@@ -155,6 +221,7 @@ class Client:
     @contextlib.asynccontextmanager
     async def call(self, what: str, bank: str | None, timeout: float) -> AsyncIterator[None]:
         """Translate every foreign failure of the wrapped call and bound it by ``timeout``."""
+        self._use_key(self._key_provider())  # a rotated key is used from the next call on
         try:
             async with asyncio.timeout(timeout):
                 yield
@@ -165,20 +232,39 @@ class Client:
                 f"{what} timed out after {timeout:.1f}s ({self._shown_url})",
                 hint="the Hindsight server is slow or unreachable; check `pi-hindsight status`",
             ) from error
-        except (aiohttp.ClientError, OSError) as error:
+        except CaFileError as error:  # raised when the session is made, at the first call
             raise BackendUnavailable(
-                f"{what}: cannot reach Hindsight at {self._shown_url}: "
-                f"{scrub(str(error), (*url_secrets(self.base_url), self._api_key))}",
-                hint="start it with `pi-hindsight server start` or set the server URL",
+                f"{what}: {error}", hint="fix or remove hindsight.caFile in your user config"
             ) from error
+        except (aiohttp.ClientError, OSError) as error:
+            raise self._unreachable(what, error) from error
         except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as error:
-            # The answer did not parse into the API's models (pydantic's ValidationError is a
-            # ValueError), or lacked what we read from it: the server's fault, never the item's.
-            raise BackendMalformed(
-                f"{what}{f' (bank {bank})' if bank else ''}: the answer from {self.base_url} "
-                f"is not Hindsight's: {_malformed(error)}",
-                hint=_NOT_HINDSIGHT_HINT,
-            ) from error
+            raise self._malformed(what, bank, error) from error
+
+    def _malformed(self, what: str, bank: str | None, error: BaseException) -> BackendMalformed:
+        # The answer did not parse into the API's models (pydantic's ValidationError is a
+        # ValueError), or lacked what we read from it: the server's fault, never the item's.
+        return BackendMalformed(
+            f"{what}{f' (bank {bank})' if bank else ''}: the answer from {self._shown_url} "
+            f"is not Hindsight's: {_malformed(error)}",
+            hint=_NOT_HINDSIGHT_HINT,
+        )
+
+    def _unreachable(self, what: str, error: BaseException) -> BackendUnavailable:
+        """The server could not be reached: a certificate we do not trust, a proxy that does
+        not answer, or nothing listening."""
+        tls = describe_tls_failure(error)
+        if tls is not None:
+            return BackendUnavailable(f"{what}: {tls} at {self._shown_url}", hint=TLS_HINT)
+        via = "" if self.route.url is None else f" through the proxy {self.route.describe()}"
+        hint = "start it with `pi-hindsight server start` or set the server URL"
+        if self.route.url is not None:
+            hint = f"check the proxy, or add the server's host to NO_PROXY; {hint}"
+        return BackendUnavailable(
+            f"{what}: cannot reach Hindsight at {self._shown_url}{via}: "
+            f"{scrub(str(error), self._hidden)}",
+            hint=hint,
+        )
 
     async def lookup(
         self, what: str, bank: str | None, timeout: float, request: Callable[[], Awaitable[T]]

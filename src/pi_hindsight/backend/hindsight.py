@@ -16,7 +16,7 @@ translation of foreign failures into our errors); this class only composes them.
 
 from __future__ import annotations
 
-from pi_hindsight.backend._client import Client
+from pi_hindsight.backend._client import Client, KeyProvider
 from pi_hindsight.backend.banks import Banks
 from pi_hindsight.backend.documents import Documents
 from pi_hindsight.backend.memories import Memories
@@ -28,8 +28,14 @@ from pi_hindsight.backend.templates import Templates
 class HindsightBackend(Banks, Memories, Operations, MentalModels, Templates, Documents):
     """Async access to one Hindsight server. One instance per sidecar; call :meth:`close`."""
 
-    def __init__(self, base_url: str, *, api_key: str | None = None) -> None:
-        super().__init__(Client(base_url, api_key=api_key))
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | KeyProvider | None = None,
+        ca_file: str | None = None,
+    ) -> None:
+        super().__init__(Client(base_url, api_key=api_key, ca_file=ca_file))
         self.base_url = self._client.base_url
 
     async def close(self) -> None:

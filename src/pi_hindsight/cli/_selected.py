@@ -109,7 +109,10 @@ def run(selected: Selected, call: Callable[[MemoryBackend], Awaitable[T]]) -> T:
     """Run ``call`` with a backend for the selected server, and close it."""
 
     async def main() -> T:
-        backend = open_backend(selected.base_url, api_key=selected.settings.hindsight.api_key)
+        hindsight = selected.settings.hindsight
+        backend = open_backend(
+            selected.base_url, api_key=hindsight.api_key, ca_file=hindsight.ca_file
+        )
         try:
             return await call(backend)
         finally:

@@ -238,7 +238,9 @@ def drain(timeout: float, state_dir: Path | None, as_json: bool) -> None:
 
     async def run() -> dict[str, object]:
         store = Outbox(directory)
-        backend = open_backend(base_url, api_key=settings.hindsight.api_key)
+        backend = open_backend(
+            base_url, api_key=settings.hindsight.api_key, ca_file=settings.hindsight.ca_file
+        )
 
         async def provider() -> MemoryBackend:
             return backend

@@ -69,10 +69,12 @@ def _choose(
             default=current.get("profile", "project-only"),
         )
     if profile in ("project+user", "user-only") and user_bank is None:
-        user_bank = click.prompt(
-            "User bank id",
-            default=current.get("banks", {}).get("user", {}).get("bankId", "pi-user"),
+        # "auto" writes nothing: pi-user on your own server, a personal id on a shared one.
+        answer = click.prompt(
+            "User bank id ('auto': pi-user on your own server, personal on a team's)",
+            default=current.get("banks", {}).get("user", {}).get("bankId", "auto"),
         )
+        user_bank = None if answer == "auto" else answer
     return profile, user_bank
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import urllib.error
 import urllib.request
 import uuid
@@ -19,6 +20,24 @@ from pi_hindsight.config_display import basic_auth, display_url, scrub, url_secr
 from pi_hindsight.engine.status import EngineStatus, describe_status
 from pi_hindsight.engine.types import SessionInfo
 from pi_hindsight.errors import BackendAuthRejected
+from pi_hindsight.transport import (
+    TLS_HINT,
+    CaFileError,
+    ProxyRoute,
+    describe_tls_failure,
+    proxy_route,
+    tls_context,
+)
+
+
+def _opener(route: ProxyRoute, ca_file: str | None) -> urllib.request.OpenerDirector:
+    """urllib as the client goes: the proxy we chose for this URL (never one for loopback),
+    and the CA file's certificates for an https:// server."""
+    proxies = {} if route.url is None else {"http": route.url, "https": route.url}
+    return urllib.request.build_opener(
+        urllib.request.ProxyHandler(proxies),
+        urllib.request.HTTPSHandler(context=tls_context(ca_file)),
+    )
 
 
 def _request(base_url: str, path: str, api_key: str | None) -> urllib.request.Request:
@@ -31,11 +50,13 @@ def _request(base_url: str, path: str, api_key: str | None) -> urllib.request.Re
     return request
 
 
-def _key_refused(base_url: str, api_key: str | None, timeout_s: float) -> str | None:
+def _key_refused(
+    opener: urllib.request.OpenerDirector, base_url: str, api_key: str | None, timeout_s: float
+) -> str | None:
     """Why the server refuses the configured key, asking what needs one (``/health`` does not):
     a one-bank listing. None when it is accepted or the answer says nothing about the key."""
     try:
-        with urllib.request.urlopen(  # noqa: S310 - our configured URL
+        with opener.open(
             _request(base_url, "/v1/default/banks?limit=1", api_key), timeout=timeout_s
         ):
             return None
@@ -50,24 +71,33 @@ def _key_refused(base_url: str, api_key: str | None, timeout_s: float) -> str | 
         return None
 
 
-def _health(base_url: str | None, timeout_s: float, api_key: str | None = None) -> dict[str, Any]:
-    """Probe ``/health``, then whether the server accepts the configured key; the URL is
-    reported without its password, and no error text can leak it or the key."""
+def _health(
+    base_url: str | None, timeout_s: float, api_key: str | None = None, ca_file: str | None = None
+) -> dict[str, Any]:
+    """Probe ``/health``, then whether the server accepts the configured key, through the proxy
+    the client uses (reported); the URL is reported without its password, the proxy without its
+    credentials, and no error text can leak them or the key."""
     if base_url is None:
         return {"url": None, "healthy": False, "problem": "no server configured or recorded"}
     shown = display_url(base_url)
-    secrets = (*url_secrets(base_url), api_key)
+    route = proxy_route(base_url, os.environ)
+    found: dict[str, Any] = {"url": shown, "healthy": False, "proxy": route.to_json()}
+    secrets = (*url_secrets(base_url), *url_secrets(route.url or ""), api_key)
     try:
-        request = _request(base_url, "/health", api_key)
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - our configured URL
+        opener = _opener(route, ca_file)
+        with opener.open(_request(base_url, "/health", api_key), timeout=timeout_s) as response:
             body = json.loads(response.read(65_536) or b"{}")
             healthy = response.status == 200
+    except CaFileError as error:
+        return {**found, "problem": f"{error} (fix or remove hindsight.caFile)"}
     except (urllib.error.URLError, OSError, ValueError) as error:
-        return {"url": shown, "healthy": False, "problem": scrub(str(error), secrets)}
-    refused = _key_refused(base_url, api_key, timeout_s) if healthy else None
+        tls = describe_tls_failure(error)
+        problem = f"{tls} — {TLS_HINT}" if tls else scrub(str(error), secrets)
+        return {**found, "problem": problem}
+    refused = _key_refused(opener, base_url, api_key, timeout_s) if healthy else None
     if refused is not None:
-        return {"url": shown, "healthy": False, "detail": body, "problem": refused}
-    return {"url": shown, "healthy": healthy, "detail": body}
+        return {**found, "detail": body, "problem": refused}
+    return {**found, "healthy": healthy, "detail": body}
 
 
 async def _engine_status(
@@ -103,7 +133,12 @@ def collect_status(
         "registered": status.enabled,
         "warnings": list(warnings),
         "configProblems": list(status.config.problems),
-        "server": _health(base_url, settings.timeout_ms / 1000, settings.hindsight.api_key)
+        "server": _health(
+            base_url,
+            settings.timeout_ms / 1000,
+            settings.hindsight.api_key,
+            settings.hindsight.ca_file,
+        )
         if check_server
         else {"url": None if base_url is None else display_url(base_url)},
     }
@@ -135,5 +170,7 @@ def status(cwd: Path, no_server: bool, state_dir: Path | None, as_json: bool) ->
     if no_server:
         state = "not checked"
     click.echo(f"server:    {server.get('url') or '-'} — {state}")
+    if server.get("proxy"):
+        click.echo(f"proxy:     {server['proxy']['description']}")
     for warning in data["warnings"]:
         click.echo(f"warning:   {warning}")

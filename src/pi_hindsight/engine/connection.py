@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from pi_hindsight.backend import BankMissions, MemoryBackend
 from pi_hindsight.config import Settings
@@ -15,7 +16,18 @@ from pi_hindsight.errors import BackendAuthRejected, BackendError
 
 logger = logging.getLogger(__name__)
 
-BackendFactory = Callable[[str, str | None], Awaitable[MemoryBackend]]
+
+@dataclass(frozen=True)
+class ServerAccess:
+    """How to reach the server, from the session's settings: its URL, the API key, and the CA
+    certificates an ``https://`` server must present a certificate of."""
+
+    base_url: str
+    api_key: str | None
+    ca_file: str | None = None
+
+
+BackendFactory = Callable[[ServerAccess], Awaitable[MemoryBackend]]
 
 
 class HindsightConnection:
@@ -48,7 +60,9 @@ class HindsightConnection:
                         hint="start one with `pi-hindsight server start`, or set hindsight.baseUrl "
                         "in the config file or HINDSIGHT_BASE_URL",
                     )
-                self._backend = await self._factory(base_url, settings.hindsight.api_key)
+                hindsight = settings.hindsight
+                access = ServerAccess(base_url, hindsight.api_key, hindsight.ca_file)
+                self._backend = await self._factory(access)
             return self._backend
 
     async def ensure_bank(

@@ -17,6 +17,7 @@ from pi_hindsight.stores.catalog_lifecycle import LifecycleCounts
 from pi_hindsight.stores.evidence import EvidenceLedger
 from pi_hindsight.stores.outbox import Outbox
 from pi_hindsight.stores.set_aside import SetAsideEvent, describe
+from pi_hindsight.user_bank import UserBankChoice
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ class ConfigStatus:
     source: str | None
     project_file: str | None
     problems: tuple[str, ...]
+    user_bank: UserBankChoice | None = None  # the User bank id in effect, and why
 
     @classmethod
     def of(cls, config: LoadedConfig) -> ConfigStatus:
@@ -95,6 +97,7 @@ class ConfigStatus:
             source=str(config.user_source) if config.user_source else None,
             project_file=str(config.project_file) if config.project_file else None,
             problems=tuple(problem.describe() for problem in config.problems),
+            user_bank=config.user_bank,
         )
 
 
@@ -206,6 +209,9 @@ class EngineStatus:
                 "source": self.config.source,
                 "projectFile": self.config.project_file,
                 "problems": list(self.config.problems),
+                "userBank": None
+                if self.config.user_bank is None
+                else self.config.user_bank.to_json(),
             },
             "lastOutcome": self.last_outcome,
             "lastReason": self.last_reason,
@@ -303,6 +309,8 @@ def describe_status(status: EngineStatus) -> str:
             f"  recall:  project {recall.max_tokens} tokens{user}, memo "
             f"{recall.memo_max_tokens}, at most {recall.request_max_tokens} per request"
         )
+        if recall.user_bank and status.config.user_bank is not None:
+            lines.append(f"  user bank: {status.config.user_bank.describe()}")
         last: str = status.last_outcome or "no request yet"
         if status.last_reason:
             last = f"{last} ({status.last_reason})"

@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pi_hindsight.app import build_engine, build_shared, create_backend
+from pi_hindsight.app import build_engine, build_shared, make_backend_factory
 from pi_hindsight.backend import MemoryBackend
+from pi_hindsight.engine.connection import ServerAccess
 from pi_hindsight.engine.engine import close_shared
 from pi_hindsight.hosts.claude_code import runtime
 from pi_hindsight.hosts.claude_code.host import ClaudeCodeHost
@@ -105,12 +106,12 @@ class Daemon:
             return {"pid": os.getpid()}
         raise PayloadError(f"request {request.op!r} is incomplete")
 
-    async def _backend(self, base_url: str, api_key: str | None) -> MemoryBackend:
+    async def _backend(self, access: ServerAccess) -> MemoryBackend:
         """The official client, once its import (started at start-up) has finished: two threads
         importing one package at once can see it half-initialised."""
         if self._warm is not None:
             await asyncio.shield(self._warm)
-        return await create_backend(base_url, api_key)
+        return await make_backend_factory(self.state_dir)(access)
 
     def _identity(self) -> tuple[int, int] | None:
         """The state dir's (device, inode): a daemon whose state dir went away (or was replaced)

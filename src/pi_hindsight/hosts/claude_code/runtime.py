@@ -37,10 +37,27 @@ _CONFIG_PREFIXES = ("HINDSIGHT_", "PI_HINDSIGHT_")
 _NOT_CONFIG = frozenset({IDLE_ENV})
 
 
+# How the daemon reaches a remote server (transport.py): a proxy could read the key and the
+# memories on their way, a CA file could let one impersonate the server. Part of the daemon's
+# identity, and never taken from a repository.
+_TRANSPORT = frozenset(
+    {
+        *(f"{kind}_proxy" for kind in ("http", "https", "all", "no")),
+        *(f"{kind}_PROXY" for kind in ("HTTP", "HTTPS", "ALL", "NO")),
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+    }
+)
 # What a repository must not set: Claude Code applies a launch directory's .claude/settings.json
 # (and settings.local.json) "env" to the hooks and MCP servers it starts, without any trust
-# prompt in -p. Our configuration, state dir and socket dir come from the user alone.
+# prompt in -p. Our configuration, state dir, socket dir and transport come from the user alone.
 _GUARDED_PREFIXES = (*_CONFIG_PREFIXES, "PI_CODING_AGENT_DIR", "XDG_RUNTIME_DIR")
+
+
+def _guarded(name: str) -> bool:
+    return name.startswith(_GUARDED_PREFIXES) or name in _TRANSPORT
+
+
 _PROJECT_SETTINGS = (".claude/settings.json", ".claude/settings.local.json")
 _MAX_PROJECT_SETTINGS_BYTES = 1 << 20
 
@@ -60,9 +77,7 @@ def repository_set(directories: list[str]) -> list[tuple[str, str]]:
                 continue  # absent or unreadable: Claude Code applies nothing from it either
             env = value.get("env") if isinstance(value, dict) else None
             if isinstance(env, dict):
-                found.extend(
-                    (str(key), str(path)) for key in env if str(key).startswith(_GUARDED_PREFIXES)
-                )
+                found.extend((str(key), str(path)) for key in env if _guarded(str(key)))
     return found
 
 
@@ -158,11 +173,12 @@ def runtime_dir(env: Mapping[str, str]) -> Path:
 
 def daemon_key(state: Path, env: Mapping[str, str]) -> str:
     """What one daemon serves: the state dir and the configuring variables (values included,
-    so a changed server URL or key starts a daemon of its own; only a checksum is shown)."""
+    so a changed server URL, key or proxy starts a daemon of its own; only a checksum is
+    shown)."""
     configured = sorted(
         (name, value)
         for name, value in env.items()
-        if name.startswith(_CONFIG_PREFIXES) and name not in _NOT_CONFIG
+        if (name.startswith(_CONFIG_PREFIXES) and name not in _NOT_CONFIG) or name in _TRANSPORT
     )
     parts = [str(state), *(f"{name}={value}" for name, value in configured)]
     return "\0".join(parts)
