@@ -3,12 +3,14 @@ key, optionally on another address)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
 import click
 
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
+from pi_hindsight.errors import LauncherError
 from pi_hindsight.launcher import (
     ServerInfo,
     ServerStatus,
@@ -18,6 +20,9 @@ from pi_hindsight.launcher import (
     stop_server,
 )
 from pi_hindsight.launcher.access import is_loopback
+from pi_hindsight.launcher.database import ExternalDatabase
+from pi_hindsight.launcher.database import from_env as database_from_env
+from pi_hindsight.launcher.database import from_file as database_from_file
 
 # `status` exits with this when the server is not running or not healthy (as pg_ctl does).
 EXIT_NOT_RUNNING = 3
@@ -60,6 +65,20 @@ def server() -> None:
     default=None,
     help="Listen on ADDRESS instead of 127.0.0.1 (e.g. 0.0.0.0); needs --api-key-env.",
 )
+@click.option(
+    "--database-url-env",
+    metavar="VAR",
+    default=None,
+    help="Use your own PostgreSQL (with pgvector) instead of the embedded one: its URL "
+    "(postgresql://USER:PASSWORD@HOST:PORT/DB) is in the environment variable VAR.",
+)
+@click.option(
+    "--database-url-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="As --database-url-env, with the URL in this file (keep it owner-only).",
+)
+@click.option("--database-url", "database_url_given", default=None, hidden=True)
 @state_dir_option
 @json_option
 def start(
@@ -68,15 +87,25 @@ def start(
     timeout: float,
     api_key_env: str | None,
     host: str | None,
+    database_url_env: str | None,
+    database_url_file: Path | None,
+    database_url_given: str | None,
     state_dir: Path | None,
     as_json: bool,
 ) -> None:
     """Start the server, or report the one already running."""
     directory = _state_dir(state_dir)
+    database = _database(database_url_env, database_url_file, database_url_given)
     if not as_json:
         click.echo("starting the local Hindsight (usually 15-20 s)...", err=True)
     info = start_server(
-        directory, port=port, llm=llm, timeout=timeout, host=host, api_key_env=api_key_env
+        directory,
+        port=port,
+        llm=llm,
+        timeout=timeout,
+        host=host,
+        api_key_env=api_key_env,
+        database=database,
     )
     for warning in info.warnings:  # on stderr too, so --json users see them
         click.echo(f"warning: {warning}", err=True)
@@ -86,11 +115,37 @@ def start(
         click.echo(_describe_info(info))
 
 
+def _database(
+    env_name: str | None, file: Path | None, given: str | None
+) -> ExternalDatabase | None:
+    """The team's own PostgreSQL, from a variable or a file — never from the command line,
+    where every user of the machine could read its password (``ps``)."""
+    if given is not None:
+        raise LauncherError(
+            "the database URL holds a password and is not taken on the command line",
+            hint="put it in an environment variable and pass `--database-url-env VAR`, or in "
+            "an owner-only file and pass `--database-url-file PATH`",
+        )
+    if env_name is not None and file is not None:
+        raise LauncherError("give --database-url-env or --database-url-file, not both")
+    if env_name is not None:
+        return database_from_env(dict(os.environ), env_name)
+    return None if file is None else database_from_file(file)
+
+
+def _describe_database(info: ServerInfo | ServerStatus) -> str:
+    if info.database is not None:
+        return f"{info.database.shown} (your own PostgreSQL; URL from {info.database.source})"
+    if isinstance(info, ServerStatus):
+        return f"the embedded PostgreSQL, data in {info.data_dir}"
+    owner = f" (as {info.postgres_user})" if info.postgres_user else ""
+    return f"127.0.0.1:{info.postgres_port}{owner}, data in {info.data_dir}"
+
+
 def _describe_info(info: ServerInfo) -> str:
     how = "already running" if info.reused else f"started in {info.startup_seconds:.1f} s"
     llm = info.llm if info.standin_url is None else f"{info.llm} (stand-in at {info.standin_url})"
     pids = ", ".join(f"{name} {pid}" for name, pid in info.pids.items())
-    owner = f" (as {info.postgres_user})" if info.postgres_user else ""
     warnings = [f"  warning:   {warning}" for warning in info.warnings]
     return "\n".join(
         [
@@ -99,7 +154,7 @@ def _describe_info(info: ServerInfo) -> str:
             f"  listens:   {info.host}:{info.port}",
             f"  auth:      {_describe_auth(info.api_key_env)}",
             f"  llm:       {llm}",
-            f"  postgres:  127.0.0.1:{info.postgres_port}{owner}, data in {info.data_dir}",
+            f"  postgres:  {_describe_database(info)}",
             f"  logs:      {info.log_dir}",
             f"  pids:      {pids}",
         ]
@@ -178,6 +233,6 @@ def _describe_status(result: ServerStatus) -> str:
         rss = result.rss_bytes.get(name)
         memory = f", {rss / 2**20:.0f} MiB" if rss else ""
         lines.append(f"  {name + ':':<10} pid {pid} ({alive}{memory})")
-    lines.append(f"  data:      {result.data_dir}")
+    lines.append(f"  database:  {_describe_database(result)}")
     lines.append(f"  logs:      {result.log_dir}")
     return "\n".join(lines)

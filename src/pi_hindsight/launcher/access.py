@@ -105,12 +105,14 @@ def check_exposure(host: str, api_key_env: str | None) -> None:
         )
 
 
-def check_env_name(name: str) -> str:
+def check_env_name(name: str, *, option: str = "--api-key-env") -> str:
     if not _ENV_NAME.fullmatch(name):
+        # Not quoted: a value given in its place is likely the secret itself.
+        example = "HINDSIGHT_TEAM_KEY" if option == "--api-key-env" else "HINDSIGHT_DATABASE_URL"
         raise LauncherError(
-            f"--api-key-env {name!r} is not an environment variable name",
-            hint="give the variable's name, not the key itself: e.g. `--api-key-env "
-            "HINDSIGHT_TEAM_KEY` after `export HINDSIGHT_TEAM_KEY=...`",
+            f"{option} takes an environment variable name, and what was given is not one",
+            hint=f"give the variable's name, not the secret itself: e.g. `{option} {example}` "
+            f"after `export {example}=...`",
         )
     return name
 

@@ -18,8 +18,11 @@ from typing import Any
 
 from pi_hindsight.errors import LauncherError
 from pi_hindsight.launcher import access, hindsight, postgres, procs
+from pi_hindsight.launcher.database import ExternalDatabase
+from pi_hindsight.launcher.database import check as check_database
 from pi_hindsight.launcher.state import (
     START_ORDER,
+    DatabaseRecord,
     LlmMode,
     PostgresRecord,
     ProcessName,
@@ -51,9 +54,9 @@ class ServerInfo:
     pids: dict[str, int]
     state_dir: Path
     log_dir: Path
-    data_dir: Path
-    postgres_port: int
-    postgres_install: Path
+    data_dir: Path | None  # None: a team's own PostgreSQL (``database``)
+    postgres_port: int | None
+    postgres_install: Path | None
     postgres_user: str | None
     standin_url: str | None
     reused: bool  # True when start found our server already running
@@ -62,6 +65,7 @@ class ServerInfo:
     # listening address other machines can reach.
     warnings: tuple[str, ...] = ()
     api_key_env: str | None = None  # a team's server: the variable its key was read from
+    database: DatabaseRecord | None = None  # a team's own PostgreSQL: its URL's source, shown
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,15 +77,18 @@ class ServerInfo:
             "pids": dict(self.pids),
             "state_dir": str(self.state_dir),
             "log_dir": str(self.log_dir),
-            "data_dir": str(self.data_dir),
+            "data_dir": None if self.data_dir is None else str(self.data_dir),
             "postgres_port": self.postgres_port,
-            "postgres_install": str(self.postgres_install),
+            "postgres_install": None
+            if self.postgres_install is None
+            else str(self.postgres_install),
             "postgres_user": self.postgres_user,
             "standin_url": self.standin_url,
             "reused": self.reused,
             "startup_seconds": self.startup_seconds,
             "warnings": list(self.warnings),
             "auth": None if self.api_key_env is None else {"api_key_env": self.api_key_env},
+            "database": None if self.database is None else self.database.to_json(),
         }
 
 
@@ -106,6 +113,7 @@ class ServerStatus:
     host: str | None = None  # the address it listens on
     api_key_env: str | None = None  # a team's server: the variable holding its key
     key_check: access.KeyCheck | None = None  # what it makes of the key in this environment
+    database: DatabaseRecord | None = None  # a team's own PostgreSQL
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -127,6 +135,7 @@ class ServerStatus:
             "data_dir": str(self.data_dir) if self.data_dir else None,
             "log_dir": str(self.log_dir) if self.log_dir else None,
             "problem": self.problem,
+            "database": None if self.database is None else self.database.to_json(),
         }
 
 
@@ -178,7 +187,12 @@ def _alive(name: ProcessName, identity: procs.ProcessIdentity) -> bool:
 
 
 def _expected(record: ServerRecord) -> tuple[ProcessName, ...]:
-    return tuple(n for n in START_ORDER if n != "standin" or record.llm == "offline")
+    return tuple(
+        n
+        for n in START_ORDER
+        if (n != "standin" or record.llm == "offline")
+        and (n != "postgres" or record.database is None)
+    )
 
 
 def _paths(state_dir: Path) -> ServerPaths:
@@ -199,6 +213,7 @@ def start_server(
     system_dir: Path | None = None,
     host: str | None = None,
     api_key_env: str | None = None,
+    database: ExternalDatabase | None = None,
 ) -> ServerInfo:
     """Start the local Hindsight for ``state_dir``, or return the one already running.
 
@@ -210,6 +225,9 @@ def start_server(
     ``api_key_env`` names the environment variable holding a team's API key: the server then
     refuses every request without it. ``host`` is the address to listen on (default 127.0.0.1;
     another one needs a key, and gets a warning in ``ServerInfo.warnings``). See access.py.
+
+    ``database``: a team's own PostgreSQL (with pgvector) instead of the embedded one; checked
+    before Hindsight starts (database.py), and neither started nor stopped here.
     """
     paths = _paths(state_dir)
     bind = access.bind_host(host)
@@ -223,6 +241,7 @@ def start_server(
         if existing is not None:
             reused = _reuse(paths, existing, port=port, llm=llm, host=bind, api_key_env=api_key_env)
             if reused is not None:
+                _check_reused_database(existing, database)
                 return reused
             logger.info("cleaning up the stale record of a server that is not running")
             _stop_recorded(paths, existing, timeout=30.0)
@@ -236,6 +255,7 @@ def start_server(
                 system_dir=system_dir,
                 host=bind,
                 api_key=credentials,
+                database=database,
             )
         except OSError as error:  # a file we cannot create, a program we cannot run, ...
             raise LauncherError(
@@ -304,6 +324,17 @@ def _check_reused_auth(record: ServerRecord, api_key_env: str | None) -> None:
         )
 
 
+def _check_reused_database(record: ServerRecord, database: ExternalDatabase | None) -> None:
+    """A running server is reused only with the database it was asked for."""
+    running = "the embedded PostgreSQL" if record.database is None else record.database.source
+    asked = "the embedded PostgreSQL" if database is None else database.source
+    if running != asked:
+        raise LauncherError(
+            f"the server is already running with {running}, not {asked}",
+            hint="stop it first (`pi-hindsight server stop`) to change its database",
+        )
+
+
 def _choose_ports(port: int | None, host: str) -> tuple[int, int]:
     try:
         free = procs.free_port(host)
@@ -336,6 +367,7 @@ def _start(
     system_dir: Path | None,
     host: str,
     api_key: tuple[str, str] | None,  # (the variable's name, the key)
+    database: ExternalDatabase | None,
 ) -> ServerInfo:
     began = time.monotonic()
     environ = dict(os.environ)
@@ -344,10 +376,14 @@ def _start(
     if llm == "offline":
         hindsight.require_standin()  # a package of its own: say how to install it, up front
     api_port, pg_port = _choose_ports(port, host)
-    placement = postgres.plan(paths, system=system_dir)
-    postgres.prepare(placement, paths)
+    placement = None
+    if database is None:
+        placement = postgres.plan(paths, system=system_dir)
+        postgres.prepare(placement, paths)
     hindsight.executable()  # missing pieces fail here, before anything runs
     hindsight.model_dir()
+    if database is not None:
+        check_database(database)  # reachable, and pgvector there or creatable: else the fix
     record = ServerRecord(
         state_dir=paths.state_dir,
         llm=llm,
@@ -356,24 +392,13 @@ def _start(
         host=host,
         port=api_port,
         api_key_env=None if api_key is None else api_key[0],
+        database=None if database is None else DatabaseRecord(database.source, database.shown),
     )
-    pg_log = paths.log("postgres")
     try:
-        password = postgres.ensure_cluster(placement, paths, pg_log)
-        postgres.clear_orphan(placement, pg_log, timeout=30.0)
-        pg_identity = postgres.start(
-            placement, port=pg_port, log=pg_log, timeout=POSTGRES_START_TIMEOUT
-        )
-        pg_record = PostgresRecord(
-            port=pg_port,
-            data_dir=placement.data_dir,
-            install_dir=placement.install_dir,
-            os_user=placement.os_user.name if placement.os_user else None,
-            database=postgres.DATABASE,
-        )
-        record = replace(record, processes={"postgres": pg_identity}, postgres=pg_record)
-        save_record(paths, record)
-        postgres.ensure_database(placement, paths, pg_record, password, pg_log)
+        if placement is not None:
+            record, database_url = _start_postgres(paths, placement, record, pg_port)
+        else:
+            database_url = database.url if database is not None else ""
 
         if llm == "offline":
             standin, standin_url = hindsight.start_standin(
@@ -390,7 +415,7 @@ def _start(
             environ=environ,
             mode=llm,
             port=api_port,
-            database_url=postgres.database_url(pg_record, password),
+            database_url=database_url,
             standin_url=record.standin_url,
             host=host,
             api_key=None if api_key is None else api_key[1],
@@ -420,6 +445,29 @@ def _start(
     return replace(info, warnings=info.warnings + warnings)
 
 
+def _start_postgres(
+    paths: ServerPaths, placement: postgres.Placement, record: ServerRecord, pg_port: int
+) -> tuple[ServerRecord, str]:
+    """The embedded PostgreSQL: its cluster and database, started and recorded."""
+    pg_log = paths.log("postgres")
+    password = postgres.ensure_cluster(placement, paths, pg_log)
+    postgres.clear_orphan(placement, pg_log, timeout=30.0)
+    pg_identity = postgres.start(
+        placement, port=pg_port, log=pg_log, timeout=POSTGRES_START_TIMEOUT
+    )
+    pg_record = PostgresRecord(
+        port=pg_port,
+        data_dir=placement.data_dir,
+        install_dir=placement.install_dir,
+        os_user=placement.os_user.name if placement.os_user else None,
+        database=postgres.DATABASE,
+    )
+    record = replace(record, processes={"postgres": pg_identity}, postgres=pg_record)
+    save_record(paths, record)
+    postgres.ensure_database(placement, paths, pg_record, password, pg_log)
+    return record, postgres.database_url(pg_record, password)
+
+
 def _check_enforced(base_url: str, key: str) -> None:
     """A team's server must accept its key and refuse a request without one — checked, not
     assumed (an extension that did not load would leave every bank open)."""
@@ -438,7 +486,8 @@ def _check_enforced(base_url: str, key: str) -> None:
 def _info(
     paths: ServerPaths, record: ServerRecord, *, reused: bool, startup_seconds: float | None
 ) -> ServerInfo:
-    if record.postgres is None:  # a record reaches here only after PostgreSQL started
+    pg = record.postgres
+    if pg is None and record.database is None:  # reached only after the database was there
         raise LauncherError(f"{paths.record} has no PostgreSQL entry")
     exposure = access.exposure_warning(record.host, record.port)
     return ServerInfo(
@@ -450,15 +499,16 @@ def _info(
         pids={name: ident.pid for name, ident in record.processes.items()},
         state_dir=paths.state_dir,
         log_dir=paths.logs,
-        data_dir=record.postgres.data_dir,
-        postgres_port=record.postgres.port,
-        postgres_install=record.postgres.install_dir,
-        postgres_user=record.postgres.os_user,
+        data_dir=None if pg is None else pg.data_dir,
+        postgres_port=None if pg is None else pg.port,
+        postgres_install=None if pg is None else pg.install_dir,
+        postgres_user=None if pg is None else pg.os_user,
         standin_url=record.standin_url,
         reused=reused,
         startup_seconds=startup_seconds,
         warnings=() if exposure is None else (exposure,),
         api_key_env=record.api_key_env,
+        database=record.database,
     )
 
 
@@ -545,6 +595,7 @@ def server_status(state_dir: Path) -> ServerStatus:
         host=record.host,
         api_key_env=record.api_key_env,
         key_check=key_check,
+        database=record.database,
     )
 
 

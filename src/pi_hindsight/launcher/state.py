@@ -4,7 +4,8 @@ Everything lives under ``<state_dir>/server/`` (directories 0700, files 0600)::
 
     server.json     the running server: processes (pid + start time), ports, URLs, data location,
                     the address it listens on and, for a team's server, the *name* of the
-                    environment variable holding its API key (never the key)
+                    environment variable holding its API key (never the key) and, with its own
+                    PostgreSQL, where the database URL came from (never the password)
     cluster.json    the PostgreSQL cluster: where its data is and the superuser password
     lock            serialises start/stop between processes (flock)
     logs/           hindsight.log, postgres.log, standin.log
@@ -126,6 +127,22 @@ class PostgresRecord:
 
 
 @dataclass(frozen=True)
+class DatabaseRecord:
+    """A team's own PostgreSQL (``--database-url-env`` / ``--database-url-file``): where its URL
+    came from, and the URL without its password. The URL itself is never recorded."""
+
+    source: str  # "$VAR" or "file PATH"
+    shown: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "url": self.shown}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> DatabaseRecord:
+        return cls(source=str(data["source"]), shown=str(data["url"]))
+
+
+@dataclass(frozen=True)
 class ServerRecord:
     """The content of ``server.json``."""
 
@@ -139,6 +156,7 @@ class ServerRecord:
     postgres: PostgresRecord | None = None
     standin_url: str | None = None
     api_key_env: str | None = None  # a team's server: the variable holding its key
+    database: DatabaseRecord | None = None  # an external PostgreSQL (then ``postgres`` is None)
 
     @property
     def base_url(self) -> str:
@@ -159,6 +177,7 @@ class ServerRecord:
             "postgres": self.postgres.to_json() if self.postgres else None,
             "standin_url": self.standin_url,
             "auth": None if self.api_key_env is None else {"api_key_env": self.api_key_env},
+            "database": None if self.database is None else self.database.to_json(),
         }
 
     @classmethod
@@ -169,7 +188,7 @@ class ServerRecord:
         for name in START_ORDER:
             if name in data["processes"]:
                 processes[name] = ProcessIdentity.from_json(data["processes"][name])
-        postgres = data.get("postgres")
+        postgres, database = data.get("postgres"), data.get("database")
         auth = data.get("auth")  # absent in records of releases before team servers
         api_key_env = None
         if auth is not None:
@@ -185,6 +204,7 @@ class ServerRecord:
             postgres=PostgresRecord.from_json(postgres) if postgres else None,
             standin_url=data.get("standin_url"),
             api_key_env=api_key_env,
+            database=DatabaseRecord.from_json(database) if database else None,
         )
 
 
