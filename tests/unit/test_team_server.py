@@ -226,8 +226,9 @@ def test_a_bad_key_is_refused_without_quoting_it(key: str) -> None:
 
 
 def test_the_key_variable_must_be_a_name_and_set() -> None:
-    with pytest.raises(LauncherError, match="not an environment variable name"):
+    with pytest.raises(LauncherError, match="takes an environment variable name") as caught:
         access.team_key({}, "my secret key")
+    assert "secret" not in str(caught.value)  # what was given may be the key itself
     with pytest.raises(LauncherError, match="TEAM_KEY is not set"):
         access.team_key({}, "TEAM_KEY")
 
@@ -299,13 +300,17 @@ def test_key_checks_against_a_keyed_server(keyed_server: str) -> None:
 
 
 def test_cli_refuses_unsafe_starts_before_anything_runs(tmp_path: Path) -> None:
-    runner = CliRunner(env={"TEAM_KEY": "short", "UNSET_KEY": None})
+    runner = CliRunner(env={"TEAM_KEY": "short", "UNSET_KEY": None, "UNSET_DB": None})
     cases = {
         ("--host", "0.0.0.0"): "refusing to listen on 0.0.0.0 without an API key",
         ("--api-key-env", "UNSET_KEY"): "UNSET_KEY is not set",
         ("--api-key-env", "TEAM_KEY"): "needs at least 16",
-        ("--api-key-env", "TEAM_KEY=abc"): "not an environment variable name",
+        ("--api-key-env", "TEAM_KEY=abc"): "takes an environment variable name",
         ("--host", "somewhere", "--api-key-env", "TEAM_KEY"): "not an IP address",
+        ("--database-url", "postgresql://u:short@h/d"): "not taken on the command line",
+        ("--database-url-env", "UNSET_DB"): "UNSET_DB is not set",
+        ("--database-url-env", "postgresql://u:short@h/d"): "takes an environment variable name",
+        ("--database-url-file", str(tmp_path / "absent.url")): "cannot be read",
     }
     for args, message in cases.items():
         result = runner.invoke(
