@@ -16,6 +16,7 @@ pytest_plugins = [
     "tests.plugins.standin",
     "tests.plugins.pi",
     "tests.plugins.claude_code",
+    "tests.plugins.team_server",
 ]
 
 

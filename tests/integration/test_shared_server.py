@@ -1,7 +1,7 @@
 """A team's shared Hindsight with an API key (issue 10, item 4), against the real server.
 
-One real Hindsight is started for this module through the launcher's CLI with
-``--api-key-env`` (its own state dir; the session server of the other tests has no key). Several
+One real Hindsight with a key serves the run (``tests/plugins/team_server.py``: the launcher's
+CLI with ``--api-key-env``, a state dir of its own). Several
 developers reach it, each with their own state dir and the key from their own environment:
 
 - two developers in clones of one repository share that project's memory (the domain bank and
@@ -18,14 +18,12 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +31,6 @@ from typing import Any
 import pytest
 
 from pi_hindsight.errors import BackendAuthRejected
-from pi_hindsight.launcher import stop_server
 from pi_hindsight.launcher.procs import cmdline
 from tests.integration.retain_support import (
     BankView,
@@ -44,24 +41,15 @@ from tests.integration.retain_support import (
     wait_until_delivered,
 )
 from tests.plugins.pi import make_repo
+from tests.plugins.team_server import KEY_VAR, TeamServer
 
 pytestmark = [pytest.mark.server]
 
-KEY_VAR = "PI_HINDSIGHT_TEST_TEAM_KEY"  # what the server is started with
 CLIENT_VAR = "TEAM_HINDSIGHT_KEY"  # what each developer's config names
 DOMAIN_BANK = "pi-coding"  # the default domain bank: every project of the team, tagged
 APP_REMOTES = ("git@example.com:team/app.git", "https://example.com/team/app")
 OTHER_REMOTE = "https://example.com/team/other.git"
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-@dataclass
-class TeamServer:
-    state_dir: Path
-    base_url: str
-    key: str
-    start_output: str
-    pids: dict[str, int]  # Hindsight, PostgreSQL, the stand-in
 
 
 @dataclass
@@ -84,50 +72,6 @@ def _cli(*args: str, env: dict[str, str], check: bool = True) -> subprocess.Comp
         timeout=300,
         check=check,
     )
-
-
-def _sigterm_as_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-@pytest.fixture(scope="module")
-def team_server(
-    tmp_path_factory: pytest.TempPathFactory, hindsight_system_dir: Path
-) -> Iterator[TeamServer]:
-    state = tmp_path_factory.mktemp("team-server")
-    key = f"team-{secrets.token_urlsafe(24)}"
-    env = dict(os.environ, **{KEY_VAR: key}, PI_HINDSIGHT_SYSTEM_DIR=str(hindsight_system_dir))
-    # A CI timeout sends SIGTERM: as for the session server, the teardown below must still run
-    # (with PI_HINDSIGHT_TEST_SERVER_URL set, nothing else has installed this).
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    try:  # stopped whatever happens, even when start fails half-way
-        started = _cli(
-            "server",
-            "start",
-            "--llm",
-            "offline",
-            "--api-key-env",
-            KEY_VAR,
-            "--state-dir",
-            str(state),
-            "--json",
-            env=env,
-            check=False,
-        )
-        if started.returncode != 0:
-            pytest.fail(f"server start --api-key-env failed: {started.stdout}{started.stderr}")
-        info = json.loads(started.stdout)
-        yield TeamServer(
-            state, info["base_url"], key, started.stdout + started.stderr, info["pids"]
-        )
-    finally:
-        report = stop_server(state)
-        if previous is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        survived = [p.name for p in report.processes if p.outcome == "survived"]
-        assert survived == [], f"the team server's {survived} outlived the tests"
 
 
 def _team_env(key: str | None) -> dict[str, str]:
