@@ -119,6 +119,18 @@ def bypassed(host: str, port: int, no_proxy: str) -> bool:
     return False
 
 
+def proxy_credentials(proxy: str | None) -> tuple[str, ...]:
+    """The user name and password of a proxy URL (both kept out of every message)."""
+    if not proxy:
+        return ()
+    try:
+        parts = urlsplit(proxy)
+        found = (parts.username, parts.password)
+    except ValueError:
+        return ()
+    return tuple(part for part in found if part)
+
+
 @dataclass(frozen=True)
 class ProxyRoute:
     """The proxy for one server URL, and why. ``url`` may hold credentials: use it, never show
@@ -199,17 +211,20 @@ TLS_HINT = (
 
 
 def describe_tls_failure(error: BaseException) -> str | None:
-    """What a certificate failure says, in a few words (None: not a certificate problem)."""
-    seen: BaseException | None = error
-    for _ in range(5):
-        if seen is None:
-            return None
-        if isinstance(seen, ssl.SSLCertVerificationError):
-            detail = seen.verify_message or seen.reason or "verification failed"
-            return f"the server's TLS certificate is not trusted ({detail})"
-        if isinstance(seen, ssl.SSLError):
-            return f"the TLS handshake failed ({seen.reason or seen})"
-        seen = seen.__cause__ or seen.__context__ or getattr(seen, "reason", None)
+    """What a certificate failure says, in a few words (None: not a certificate problem).
+    Follows the chain (aiohttp's and urllib's wrappers hold the ``ssl`` error)."""
+    seen: object = error
+    for _ in range(6):
         if not isinstance(seen, BaseException):
             return None
+        inner = getattr(seen, "certificate_error", None)  # aiohttp's wrapper: the ssl error
+        if isinstance(inner, BaseException) and inner is not seen:
+            seen = inner
+            continue
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            detail = getattr(seen, "verify_message", None) or getattr(seen, "reason", None)
+            return f"the server's TLS certificate is not trusted ({detail or 'verify failed'})"
+        if isinstance(seen, ssl.SSLError):
+            return f"the TLS handshake failed ({getattr(seen, 'reason', None) or seen})"
+        seen = seen.__cause__ or seen.__context__ or getattr(seen, "reason", None)
     return None

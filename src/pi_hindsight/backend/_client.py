@@ -47,6 +47,7 @@ from pi_hindsight.transport import (
     CaFileError,
     ProxyRoute,
     describe_tls_failure,
+    proxy_credentials,
     proxy_route,
     tls_context,
 )
@@ -187,7 +188,7 @@ class Client:
         self._key_provider: KeyProvider = api_key if callable(api_key) else lambda: api_key
         self._api_key: str | None = None  # the key sent now
         # Every key ever sent and the proxy's credentials: kept out of error text.
-        self._secrets: list[str] = [*url_secrets(self.route.url or "")]
+        self._secrets: list[str] = [*proxy_credentials(self.route.url)]
         self._use_key(self._key_provider())
         self._apis: dict[type[Any], Any] = {}
 

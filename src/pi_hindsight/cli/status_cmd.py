@@ -25,6 +25,7 @@ from pi_hindsight.transport import (
     CaFileError,
     ProxyRoute,
     describe_tls_failure,
+    proxy_credentials,
     proxy_route,
     tls_context,
 )
@@ -82,7 +83,7 @@ def _health(
     shown = display_url(base_url)
     route = proxy_route(base_url, os.environ)
     found: dict[str, Any] = {"url": shown, "healthy": False, "proxy": route.to_json()}
-    secrets = (*url_secrets(base_url), *url_secrets(route.url or ""), api_key)
+    secrets = (*url_secrets(base_url), *proxy_credentials(route.url), api_key)
     try:
         opener = _opener(route, ca_file)
         with opener.open(_request(base_url, "/health", api_key), timeout=timeout_s) as response:
