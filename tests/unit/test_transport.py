@@ -356,3 +356,9 @@ def test_a_repositorys_claude_code_settings_cannot_choose_the_proxy_or_the_cas(
     plain = runtime.daemon_key(state, {})
     assert runtime.daemon_key(state, {"HTTPS_PROXY": "http://proxy:1"}) != plain
     assert runtime.daemon_key(state, {"UNRELATED": "1"}) == plain
+    # A key exported anew under the name the user config gives reaches a daemon that uses it.
+    state.mkdir()
+    reference = {"hindsight": {"apiKey": {"source": "env", "name": "TEAM_KEY"}}}
+    (state / "config.json").write_text(json.dumps(reference))
+    old, new = (runtime.daemon_key(state, {"TEAM_KEY": key}) for key in ("old-key", "new-key"))
+    assert old != new and "new-key" in new  # the identity; only its checksum is ever shown

@@ -171,14 +171,30 @@ def runtime_dir(env: Mapping[str, str]) -> Path:
     return Path("/tmp") / f"pi-hindsight-{os.getuid()}"  # noqa: S108 - checked: ours, 0700
 
 
+def _key_variable(state: Path) -> str | None:
+    """The variable the user config's ``hindsight.apiKey`` names (``{"source": "env"}``), if any:
+    a key exported anew under any name must reach a daemon that uses it."""
+    try:
+        with (state / "config.json").open("rb") as handle:
+            data = handle.read(_MAX_PROJECT_SETTINGS_BYTES + 1)
+        reference = json.loads(data)["hindsight"]["apiKey"]
+        name = reference["name"] if reference.get("source") == "env" else None
+    except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
+        return None
+    return name if isinstance(name, str) and name else None
+
+
 def daemon_key(state: Path, env: Mapping[str, str]) -> str:
     """What one daemon serves: the state dir and the configuring variables (values included,
     so a changed server URL, key or proxy starts a daemon of its own; only a checksum is
     shown)."""
+    named = _key_variable(state)
     configured = sorted(
         (name, value)
         for name, value in env.items()
-        if (name.startswith(_CONFIG_PREFIXES) and name not in _NOT_CONFIG) or name in _TRANSPORT
+        if (name.startswith(_CONFIG_PREFIXES) and name not in _NOT_CONFIG)
+        or name in _TRANSPORT
+        or name == named
     )
     parts = [str(state), *(f"{name}={value}" for name, value in configured)]
     return "\0".join(parts)
