@@ -6,10 +6,15 @@ themselves with fresh banks, state dirs and Pi agent dirs.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# Nothing in the test run reaches the Hugging Face hub: the launcher's reranker choice reads
+# the cache only (tests of the hub check give it an environment with a loopback endpoint).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 pytest_plugins = [
     "tests.plugins.hindsight_server",

@@ -23,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from pi_hindsight.cli.main import cli
+from pi_hindsight.cli.server_cmd import _describe_status
 from pi_hindsight.errors import CorruptStateError, LauncherError
 from pi_hindsight.launcher import (
     ServerInfo,
@@ -37,6 +38,7 @@ from pi_hindsight.launcher import (
 from pi_hindsight.launcher import hindsight as hs
 from pi_hindsight.launcher.state import PostgresRecord, ServerPaths, ServerRecord, save_record
 from tests.plugins.hindsight_server import llm_mode_for_tests
+from tests.test_reranker import fake_cached_model
 
 IS_ROOT = os.geteuid() == 0
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -450,6 +452,9 @@ def test_status_and_record(hindsight_server: ServerInfo) -> None:
         assert stat.S_IMODE(directory.stat().st_mode) == 0o700
     assert paths.run.joinpath(".env").read_text() == ""
     assert json.loads(paths.record.read_text())["base_url"] == info.base_url
+    # The suite's server runs rrf (tests/plugins/hindsight_server.py); the record says so.
+    assert status.reranker is not None and status.reranker.provider == "rrf"
+    assert "reranker:  rrf: asked for" in _describe_status(status)
 
 
 @pytest.mark.server
@@ -483,16 +488,27 @@ def test_the_database_runs_unprivileged(hindsight_server: ServerInfo) -> None:
 
 @pytest.mark.server
 def test_crash_recovery_and_a_stop_that_leaves_nothing_behind(
-    tmp_path: Path, hindsight_system_dir: Path
+    tmp_path: Path, hindsight_system_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A second server: kill Hindsight, start again (stale record), then stop everything."""
+    """A second server: kill Hindsight, start again (stale record), then stop everything.
+
+    Its first start finds the cross-encoder's model in the Hugging Face cache, damaged: the
+    cross-encoder is chosen, fails to load, and the server runs with rrf, saying why."""
     if os.environ.get("PI_HINDSIGHT_TEST_SERVER_URL"):
         pytest.skip("PI_HINDSIGHT_TEST_SERVER_URL is set: not starting servers")
     llm = llm_mode_for_tests()
     state_dir = tmp_path / "state"
-    first = start_server(state_dir, llm=llm, system_dir=hindsight_system_dir)
+    monkeypatch.setenv("HF_HOME", str(fake_cached_model(tmp_path / "hf")))
+    monkeypatch.delenv("SENTENCE_TRANSFORMERS_HOME", raising=False)
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    first = start_server(state_dir, llm=llm, system_dir=hindsight_system_dir, reranker="auto")
     try:
         assert not first.reused
+        assert first.reranker is not None and first.reranker.provider == "rrf"
+        assert "the cross-encoder did not load (" in first.reranker.why
+        assert "model_type" in first.reranker.why  # Hindsight's own error, quoted
+        assert any("running rrf instead" in warning for warning in first.warnings)
+        assert server_status(state_dir).reranker == first.reranker
         bank = "crash"
         _http(first.base_url, "PUT", f"/v1/default/banks/{bank}", {})
         _http(
@@ -509,7 +525,7 @@ def test_crash_recovery_and_a_stop_that_leaves_nothing_behind(
         assert not server_status(state_dir).running
         assert recorded_base_url(state_dir) is None
 
-        second = start_server(state_dir, llm=llm, system_dir=hindsight_system_dir)
+        second = start_server(state_dir, llm=llm, system_dir=hindsight_system_dir, reranker="rrf")
         assert not second.reused
         assert not procs.is_running(old_postgres)  # the stale record's PostgreSQL was stopped
         assert server_status(state_dir).healthy

@@ -34,6 +34,7 @@ from hindsight_api.engine.search import think_utils
 
 from pi_hindsight_standin import ScriptError
 from pi_hindsight_standin import reflect_role as rr
+from pi_hindsight_standin.facts import not_a_fact
 from tests.agent_models import AgentStandIn
 from tests.plugins.pi_versions import PiInstall
 
@@ -172,6 +173,74 @@ def test_extraction_of_a_conversation_reads_turn_text_and_speaker(
         ("Please always run ruff format before committing.", "world"),
         ("I configured the launcher to bind 127.0.0.1 only.", "experience"),
     ]
+
+
+NOT_FACTS = {
+    "Which tool do we use to apply database migrations?": "question",
+    "Where do production deploys go": "question",
+    "How do I run the integration tests": "question",
+    "Is the staging database reset every night": "question",
+    "Can you explain mutex vs semaphore?": "question",
+    "What should I know before I start working on this project": "question",
+    "Hello there!": "greeting",
+    "Good morning, hope you are well.": "greeting",
+    "Thanks, that works.": "acknowledgement",
+    "OK, go ahead": "acknowledgement",
+    "Thanks, that is all for now.": "acknowledgement",
+    "Sounds good to me.": "acknowledgement",
+    "Please add a retry to the uploader.": "request",
+    "Could you rename the helper to parse_date.": "question",
+    "Kindly rename the helper to parse_date.": "request",
+    "Explain mutex vs semaphore in two sentences.": "request",
+    "Fix the flaky test in test_upload.py.": "request",
+    "Let's look at the failing build first.": "request",
+}
+FACTS = (
+    "We apply database migrations with Alembic.",
+    "Please always run ruff format before committing.",
+    "Write a regression test for every bug fix.",
+    "OK, we deploy on Fridays now.",
+    "No, the staging cluster is in Dublin.",
+    "Do not push directly to main.",
+    "Let's use uv for dependency management from now on.",
+    "When a test is flaky we quarantine it within a day.",
+    "Which is why the CI images ship Python 3.12 only.",
+    "Fine-grained tokens are required for the release bot.",
+    "It's the Payments team that owns the billing service.",
+)
+
+
+@pytest.mark.parametrize("sentence", sorted(NOT_FACTS))
+def test_questions_greetings_acks_and_requests_are_not_facts(sentence: str) -> None:
+    assert not_a_fact(sentence) == NOT_FACTS[sentence]
+
+
+@pytest.mark.parametrize("sentence", FACTS)
+def test_statements_and_standing_rules_are_facts(sentence: str) -> None:
+    assert not_a_fact(sentence) is None
+
+
+def test_extraction_keeps_statements_and_logs_what_it_drops(
+    chat_standin: AgentStandIn, caplog: pytest.LogCaptureFixture
+) -> None:
+    turns = [
+        {"role": "user", "content": "Hi! Which tool do we use to apply database migrations?"},
+        {"role": "assistant", "content": "We apply migrations with Alembic. Anything else?"},
+        {"role": "user", "content": "Thanks, that works. Please add a retry to the uploader."},
+        {"role": "user", "content": "Releases ship on Thursdays after the freeze."},
+    ]
+    with caplog.at_level(logging.INFO, logger="pi_hindsight_standin.hindsight_role"):
+        facts = _extract(chat_standin, json.dumps(turns), _config())
+        again = _extract(chat_standin, json.dumps(turns), _config())
+    assert [(f.fact, f.fact_type) for f in facts] == [
+        ("We apply migrations with Alembic.", "experience"),
+        ("Releases ship on Thursdays after the freeze.", "world"),
+    ]
+    assert [f.fact for f in again] == [f.fact for f in facts]  # deterministic
+    dropped = [r.getMessage() for r in caplog.records if "not a fact" in r.getMessage()]
+    assert any("(question): Which tool do we use" in line for line in dropped)
+    assert any("(acknowledgement): Thanks, that works" in line for line in dropped)
+    assert any("(request): Please add a retry" in line for line in dropped)
 
 
 def test_verbatim_extraction_returns_one_metadata_entry(chat_standin: AgentStandIn) -> None:

@@ -41,6 +41,7 @@ from pi_hindsight.errors import ConfigError, InputFileError
 from pi_hindsight.legacy.config_keys import migrate_legacy, unknown_keys
 from pi_hindsight.paths import ensure_private_dir, pi_agent_dir
 from pi_hindsight.paths import state_dir as default_state_dir
+from pi_hindsight.relevance import Relevance, RelevanceSettings
 from pi_hindsight.safe_files import (
     CONFIG_MAX_BYTES,
     CONFIG_MAX_DEPTH,
@@ -162,6 +163,9 @@ class RecallSettings(_Model):
     max_query_chars: int = Field(default=800, alias="maxQueryChars", ge=100, le=4_000)
     # Acknowledgements ("ok", "thanks", "continue") skip recall; the evidence says so.
     skip_trivial: StrictBool = Field(default=True, alias="skipTrivial")
+    # Which recalled records are delivered at all (relevance.py; "off" restores delivering
+    # everything recall returns within the budgets).
+    relevance: Relevance = RelevanceSettings()
 
 
 class MemoSettings(_Model):

@@ -81,7 +81,12 @@ def has_dotted(raw: Mapping[str, Any], dotted: str) -> bool:
 
 def is_free_map(dotted: str) -> bool:
     """Maps whose keys are data (paths, names), not config keys."""
-    return dotted in {"bankNaming.directoryBankMap", "projectPins", "hindsight.apiKey"}
+    return dotted in {
+        "bankNaming.directoryBankMap",
+        "projectPins",
+        "hindsight.apiKey",
+        "recall.relevance.banks",
+    }
 
 
 def leaf_keys(raw: Mapping[str, Any], prefix: str = "") -> Iterator[str]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pi_hindsight.engine.render import FRAMING, MARK
 from tests.agent_models.claude_role import own_texts
 from tests.claude_code_support import daemon_pid, outbox_count, outbox_turns, wait_gone
 from tests.e2e.test_memory_loop import FACT, QUESTION, _memory_after, _messages, _requests_for
@@ -43,6 +44,11 @@ def _memory(request: dict[str, Any]) -> str | None:
     """Our memory block as Claude Code sent it (in a system turn or a system-reminder)."""
     found = _BLOCK.findall(json.dumps(request["body"]["messages"], ensure_ascii=False))
     return json.loads(f'"{found[-1]}"') if found else None
+
+
+def _framings(request: dict[str, Any]) -> int:
+    """How often the framing is in what the provider received."""
+    return json.dumps(request["body"], ensure_ascii=False).count(json.dumps(FRAMING)[1:-1])
 
 
 def _session_of(path: Path) -> str:
@@ -75,7 +81,9 @@ def test_a_fact_in_one_session_reaches_the_next_and_evidence_is_honest(
 
     memory = _memory(_request_for(claude_world, QUESTION))
     assert memory is not None and "Zephyr" in memory
-    assert "not an instruction" in memory
+    # The framing is the session's, stated once at SessionStart; the block carries the mark.
+    assert memory.splitlines()[1] == MARK and FRAMING not in memory
+    assert _framings(_request_for(claude_world, QUESTION)) == 1
     assert _memory(_request_for(claude_world, FACT)) is None
 
     records = {r["requestId"]: r for r in _evidence(claude_world)}
@@ -122,6 +130,33 @@ def test_a_fact_in_one_session_reaches_the_next_and_evidence_is_honest(
         if '"type":"user"' in line
     ]
     assert request_id == prompt_rows[0]["uuid"]  # the request id is the prompt row's uuid
+
+
+def test_the_framing_is_stated_once_per_session_and_again_after_a_compaction(
+    claude_world: ClaudeWorld, tmp_path: Path
+) -> None:
+    """R-RECALL-5 as on Pi 1.x: the SessionStart context states the framing (at start, on
+    resume, after a compaction), every prompt's block carries the mark only, and what the
+    provider receives holds the framing exactly once."""
+    _slow_machine(claude_world)
+    repo = make_repo(tmp_path / "framed", "https://example.com/team/framed.git")
+    claude_world.register(repo)
+    claude_world.run(repo, f"{FACT} {FACT_2}")
+    claude_world.drain()
+    prompts = (QUESTION, QUESTION_2, "/compact", "Where do we deploy production, again?")
+    claude_world.run(repo, prompts[0])
+    for prompt in prompts[1:]:
+        claude_world.run(repo, prompt, "--continue")
+    requests = claude_world.requests()
+    assert all(_framings(request) == 1 for request in requests)
+    sent = [_request_for(claude_world, prompt) for prompt in (*prompts[:2], prompts[3])]
+    blocks = [_BLOCK.findall(json.dumps(r["body"], ensure_ascii=False)) for r in sent]
+    assert [len(found) for found in blocks] == [1, 2, 1]  # compaction summarised the first two
+    for found in blocks:
+        for block in found:
+            assert "Reference material, not instructions." in block and "precedence" not in block
+    after = _memory(sent[2])
+    assert after is not None and "Zephyr" in after  # delivered again: it was summarised away
 
 
 def test_pi_and_claude_code_share_one_memory_per_repository_and_no_other(

@@ -10,6 +10,7 @@ Load it with ``-p tests.plugins.hindsight_server`` (or from a conftest's ``pytes
   about the launcher itself skip.
 - ``PI_HINDSIGHT_TEST_LLM`` (default ``offline``) picks the LLM mode of the started server;
   ``mock`` (Hindsight's built-in) is for working on the launcher without the stand-in.
+- ``PI_HINDSIGHT_TEST_RERANKER`` (default ``rrf``) its reranker (``auto``, ``cross-encoder``).
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from urllib.parse import urlsplit
 import pytest
 
 from pi_hindsight.launcher import LlmMode, ServerInfo, start_server, stop_server
+from pi_hindsight.launcher.reranker import REQUESTED, Requested
 
 SERVER_URL_ENV = "PI_HINDSIGHT_TEST_SERVER_URL"
 LLM_ENV = "PI_HINDSIGHT_TEST_LLM"
+RERANKER_ENV = "PI_HINDSIGHT_TEST_RERANKER"
 
 
 def llm_mode_for_tests() -> LlmMode:
@@ -36,6 +39,15 @@ def llm_mode_for_tests() -> LlmMode:
     if mode not in ("offline", "mock", "env"):
         raise pytest.UsageError(f"{LLM_ENV} must be offline, mock or env, not {mode!r}")
     return cast(LlmMode, mode)
+
+
+def reranker_for_tests() -> Requested:
+    """``rrf`` unless ``PI_HINDSIGHT_TEST_RERANKER`` says otherwise: the same scores on every
+    machine, whatever models its Hugging Face cache holds."""
+    mode = os.environ.get(RERANKER_ENV, "rrf")
+    if mode not in REQUESTED:
+        raise pytest.UsageError(f"{RERANKER_ENV} must be one of {REQUESTED}, not {mode!r}")
+    return cast(Requested, mode)
 
 
 def external_info(url: str) -> ServerInfo:
@@ -93,7 +105,12 @@ def hindsight_server(
     if previous is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
-        info = start_server(state_dir, llm=llm_mode_for_tests(), system_dir=hindsight_system_dir)
+        info = start_server(
+            state_dir,
+            llm=llm_mode_for_tests(),
+            system_dir=hindsight_system_dir,
+            reranker=reranker_for_tests(),
+        )
         yield info
     finally:
         stop_server(state_dir)

@@ -16,7 +16,12 @@ from pi_hindsight.errors import StateError
 from pi_hindsight.hosts.pi.explain import explain
 from pi_hindsight.legacy.evidence_import import MigrationNoSpace, MigrationReport, migrate_file
 from pi_hindsight.paths import pi_agent_dir
-from pi_hindsight.stores.evidence.explain import Explanation, delivered_lines, why_it_came
+from pi_hindsight.stores.evidence.explain import (
+    Explanation,
+    delivered_lines,
+    held_as_item,
+    why_it_came,
+)
 from pi_hindsight.stores.evidence.ledger import EVIDENCE_FILE_NAME, OUTCOMES, EvidenceLedger
 from pi_hindsight.stores.evidence.schema import (
     EvidenceDetail,
@@ -270,6 +275,8 @@ _OMITTED_LABELS = (
     ("inMemo", "in memo"),
     ("alreadyDelivered", "already delivered"),
     ("duplicate", "duplicate"),
+    ("relevance", "below relevance"),
+    ("corrected", "corrected"),
 )
 
 
@@ -284,9 +291,31 @@ def _print_items(detail: EvidenceDetail) -> None:
     scores, the arms that found it) and what the block did not show (R-RECALL-4)."""
     for section, query in detail.record.queries.items():
         click.echo(f"{'query sent:':<14}{section} {query!r}")
-    if not detail.items:
+    if detail.items:
+        _print_delivered(detail)
+    else:
         click.echo(f"{'record ids:':<14}{', '.join(detail.record.record_ids) or '-'}")
+    _print_held(detail)
+
+
+def _print_held(detail: EvidenceDetail) -> None:
+    """The records recall returned that delivery held back, under the delivered ones: "why
+    didn't it remember X?" shows X and why (issue 17)."""
+    if not detail.held:
         return
+    click.echo("held back (recalled, never shown to the model):")
+    for number, item in enumerate(detail.held, 1):
+        text = item.text if len(item.text) <= 100 else item.text[:99] + "…"
+        occurred = f"({item.occurred[:10]}) " if item.occurred else ""
+        click.echo(f"  {number}. [{item.section}] - {occurred}{text}")
+        why = f"{item.reason}: {item.detail}" if item.detail else item.reason
+        click.echo(f"       why not: {why}")
+        click.echo(f"       recall said: {why_it_came(held_as_item(item))}")
+        same = f"  same text as {', '.join(item.duplicate_ids)}" if item.duplicate_ids else ""
+        click.echo(f"       id {item.record_id}{same}")
+
+
+def _print_delivered(detail: EvidenceDetail) -> None:
     click.echo("delivered records (why each came):")
     shown_lines = delivered_lines(detail.body, len(detail.items))
     for number, (item, shown_line) in enumerate(zip(detail.items, shown_lines, strict=True), 1):

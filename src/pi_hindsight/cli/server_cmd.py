@@ -23,6 +23,13 @@ from pi_hindsight.launcher.access import is_loopback
 from pi_hindsight.launcher.database import ExternalDatabase
 from pi_hindsight.launcher.database import from_env as database_from_env
 from pi_hindsight.launcher.database import from_file as database_from_file
+from pi_hindsight.launcher.reranker import REQUESTED, Requested, Reranker
+
+
+def describe_reranker(reranker: Reranker | None) -> str:
+    """The reranker a server runs and why (a server started before this was recorded: unknown)."""
+    return "not recorded (started by an older release)" if reranker is None else reranker.label
+
 
 # `status` exits with this when the server is not running or not healthy (as pg_ctl does).
 EXIT_NOT_RUNNING = 3
@@ -79,6 +86,13 @@ def server() -> None:
     help="As --database-url-env, with the URL in this file (keep it owner-only).",
 )
 @click.option("--database-url", "database_url_given", default=None, hidden=True)
+@click.option(
+    "--reranker",
+    type=click.Choice(REQUESTED),
+    default="auto",
+    show_default=True,
+    help="auto: Hindsight's cross-encoder when its model is cached or downloadable, else rrf.",
+)
 @state_dir_option
 @json_option
 def start(
@@ -90,6 +104,7 @@ def start(
     database_url_env: str | None,
     database_url_file: Path | None,
     database_url_given: str | None,
+    reranker: Requested,
     state_dir: Path | None,
     as_json: bool,
 ) -> None:
@@ -106,6 +121,7 @@ def start(
         host=host,
         api_key_env=api_key_env,
         database=database,
+        reranker=reranker,
     )
     for warning in info.warnings:  # on stderr too, so --json users see them
         click.echo(f"warning: {warning}", err=True)
@@ -154,6 +170,7 @@ def _describe_info(info: ServerInfo) -> str:
             f"  listens:   {info.host}:{info.port}",
             f"  auth:      {_describe_auth(info.api_key_env)}",
             f"  llm:       {llm}",
+            f"  reranker:  {describe_reranker(info.reranker)}",
             f"  postgres:  {_describe_database(info)}",
             f"  logs:      {info.log_dir}",
             f"  pids:      {pids}",
@@ -228,6 +245,7 @@ def _describe_status(result: ServerStatus) -> str:
         reach = "this machine only" if is_loopback(result.host) else "other machines can reach it"
         lines.append(f"  listens:   {result.host} ({reach})")
     lines.append(f"  auth:      {_describe_auth(result.api_key_env, result.key_check)}")
+    lines.append(f"  reranker:  {describe_reranker(result.reranker)}")
     for name, pid in result.pids.items():
         alive = "alive" if result.alive.get(name) else "gone"
         rss = result.rss_bytes.get(name)

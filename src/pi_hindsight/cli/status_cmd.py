@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import urllib.error
@@ -19,7 +20,9 @@ from pi_hindsight.config import Settings
 from pi_hindsight.config_display import basic_auth, display_url, scrub, url_secrets
 from pi_hindsight.engine.status import EngineStatus, describe_status
 from pi_hindsight.engine.types import SessionInfo
-from pi_hindsight.errors import BackendAuthRejected
+from pi_hindsight.errors import BackendAuthRejected, StateError
+from pi_hindsight.launcher.state import ServerPaths, load_record
+from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME
 from pi_hindsight.transport import (
     TLS_HINT,
     CaFileError,
@@ -111,6 +114,11 @@ async def _engine_status(
     try:
         await engine.open_session(info)
         await engine.state.open_outbox()  # its health is part of the answer
+        evidence = engine.settings.evidence
+        if evidence.enabled and (directory / EVIDENCE_FILE_NAME).exists():
+            # Read (the held-back share), never created here; a damaged one shows as such.
+            with contextlib.suppress(StateError):
+                await engine.state.open_evidence(evidence)
         session = engine.session
         warnings = (
             () if session is None or session.resolution is None else session.resolution.warnings
@@ -143,7 +151,20 @@ def collect_status(
         if check_server
         else {"url": None if base_url is None else display_url(base_url)},
     }
+    data["server"]["reranker"] = _reranker(directory, base_url)
     return status, data
+
+
+def _reranker(directory: Path, base_url: str | None) -> dict[str, Any] | None:
+    """The reranker of the server in use, when it is the one ``server start`` recorded here
+    (another server's is not known from outside)."""
+    try:
+        record = load_record(ServerPaths(directory))
+    except StateError:
+        return None
+    if record is None or base_url is None or record.base_url != base_url.rstrip("/"):
+        return None
+    return None if record.reranker is None else record.reranker.to_json()
 
 
 @click.command()
@@ -173,5 +194,8 @@ def status(cwd: Path, no_server: bool, state_dir: Path | None, as_json: bool) ->
     click.echo(f"server:    {server.get('url') or '-'} — {state}")
     if server.get("proxy"):
         click.echo(f"proxy:     {server['proxy']['description']}")
+    reranker = server.get("reranker")
+    if reranker:
+        click.echo(f"reranker:  {reranker['provider']}: {reranker['why']}")
     for warning in data["warnings"]:
         click.echo(f"warning:   {warning}")

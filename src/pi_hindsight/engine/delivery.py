@@ -18,6 +18,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from pi_hindsight import relevance
 from pi_hindsight.backend import MemoryBackend, MemoryRecord
 from pi_hindsight.config import Settings
 from pi_hindsight.engine.connection import HindsightConnection
@@ -29,11 +30,13 @@ from pi_hindsight.engine.render import (
     MessageBuilder,
     SectionReport,
     record_key,
+    record_text,
 )
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, USER_SCOPE_TAGS, Scope
 from pi_hindsight.engine.types import (
     Delivery,
     DeliveryDetails,
+    HeldRecord,
     HostFacts,
     MemoUse,
     Notice,
@@ -44,6 +47,7 @@ from pi_hindsight.engine.types import (
 )
 from pi_hindsight.errors import BackendError, PiHindsightError
 from pi_hindsight.redaction import redact
+from pi_hindsight.relevance import RelevanceBars
 from pi_hindsight.stores.catalog_lifecycle import Corrected
 
 logger = logging.getLogger(__name__)
@@ -60,6 +64,8 @@ class _Fetched:
     memo: MemoState | None = None
     errors: list[str] = field(default_factory=list)
     corrected: int = 0  # project records held back by a correction
+    held: list[HeldRecord] = field(default_factory=list)  # below the relevance bars
+    held_count: int = 0  # records held back (a text held back may be several records)
 
 
 def hold_back(records: list[MemoryRecord], corrected: Corrected) -> tuple[list[MemoryRecord], int]:
@@ -107,6 +113,51 @@ def _hold_back_from_memo(fetched: _Fetched, corrected: Corrected) -> None:
         model = dataclasses.replace(fetched.memo.model, content=memo_text)
         fetched.memo = dataclasses.replace(fetched.memo, model=model)
         fetched.corrected += held
+
+
+def hold_back_irrelevant(
+    records: list[MemoryRecord], section: str, bars: RelevanceBars
+) -> tuple[list[MemoryRecord], list[HeldRecord], int]:
+    """``records`` without those below the relevance bars (``relevance.py``), those held back
+    (one per text, with the strongest scores of its records), and how many records that was."""
+    kept, judged = relevance.split(records, bars)
+    held: dict[str, HeldRecord] = {}
+    for judgement in judged:
+        record = judgement.record
+        key = record_key(record.text)
+        first = held.get(key)
+        if first is not None:
+            if relevance.strength(record.scores) > relevance.strength(first.scores):
+                held[key] = dataclasses.replace(first, scores=record.scores)
+            held[key] = dataclasses.replace(
+                held[key], duplicate_ids=(*held[key].duplicate_ids, record.id)
+            )
+            continue
+        held[key] = HeldRecord(
+            id=record.id,
+            key=key,
+            section=section,
+            text=record_text(record.text, redact_text),
+            reason=relevance.BELOW_RELEVANCE,
+            detail=judgement.detail,
+            type=record.type,
+            occurred=record.occurred_start or record.mentioned_at or None,
+            scores=record.scores,
+        )
+    return kept, list(held.values()), len(judged)
+
+
+def _hold_back_irrelevant(fetched: _Fetched, scope: Scope, settings: Settings) -> None:
+    """Each bank's recall judged on its own: the best record is the best of that recall."""
+    policy = settings.recall.relevance
+    for section, bank_id in (("project", scope.bank_id), ("user", settings.banks.user.bank_id)):
+        records = getattr(fetched, section)
+        if not records:
+            continue
+        kept, held, count = hold_back_irrelevant(records, section, policy.for_bank(bank_id))
+        setattr(fetched, section, kept)
+        fetched.held.extend(held)
+        fetched.held_count += count
 
 
 def user_query(settings: Settings, query: str) -> str:
@@ -246,6 +297,7 @@ class Deliverer:
             fetched.project, fetched.corrected = hold_back(fetched.project, corrected)
         if corrected:
             _hold_back_from_memo(fetched, corrected)
+        _hold_back_irrelevant(fetched, scope, settings)
         recall_ms = round((time.perf_counter() - started) * 1000, 1)
         notices = self.connection.note(None) if not fetched.errors else ()
         delivery = self._compose(
@@ -416,12 +468,14 @@ class Deliverer:
             already_delivered=sum(s.omitted_already_delivered for s in sections),
             in_memo=sum(s.omitted_in_memo for s in sections),
             corrected=fetched.corrected,
+            relevance=fetched.held_count,
         )
         details = dataclasses.replace(
             details,
             bank_ids=tuple(bank_ids),
             memo_status=None if memo is None else memo.status,
             omitted=omitted,
+            held=tuple(fetched.held),
         )
         notices: tuple[Notice, ...] = tuple(
             Notice("warning", f"part of memory is unavailable: {error}") for error in fetched.errors
@@ -434,6 +488,13 @@ class Deliverer:
                     details,
                     reason="everything recalled was already delivered in this session"
                     + (" (or is stated by its startup memo)" if omitted.in_memo else ""),
+                )
+            elif fetched.held_count:
+                delivery = _outcome(
+                    "nothing_found",
+                    details,
+                    reason=f"nothing recalled cleared the relevance bars "
+                    f"({fetched.held_count} held back: {relevance.BELOW_RELEVANCE})",
                 )
             else:
                 delivery = _outcome(

@@ -10,7 +10,13 @@ from pi_hindsight.config import EvidenceSettings
 from pi_hindsight.engine.local_state import LocalState
 from pi_hindsight.engine.types import Delivery, Notice, UserRequest, scores_json
 from pi_hindsight.errors import PiHindsightError, StateError
-from pi_hindsight.stores.evidence import DeliveredItem, EvidenceLedger, MemoInfo, PreparedRecord
+from pi_hindsight.stores.evidence import (
+    DeliveredItem,
+    EvidenceLedger,
+    HeldItem,
+    MemoInfo,
+    PreparedRecord,
+)
 from pi_hindsight.stores.runner import run_store
 
 logger = logging.getLogger(__name__)
@@ -64,6 +70,21 @@ def prepared_record(
         else (),
         omitted_by=omitted_by,
         queries=dict(details.queries),
+        held=tuple(
+            HeldItem(
+                record_id=record.id,
+                section=record.section,
+                text=record.text,
+                reason=record.reason,
+                detail=record.detail,
+                key=record.key or None,
+                type=record.type,
+                occurred=record.occurred,
+                scores=scores_json(record.scores) or {},
+                duplicate_ids=record.duplicate_ids,
+            )
+            for record in details.held
+        ),
     )
 
 

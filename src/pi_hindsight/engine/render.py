@@ -124,10 +124,15 @@ def record_key(text: str) -> str:
     return hashlib.sha256(normalised.encode("utf-8")).hexdigest()[:16]
 
 
+def record_text(text: str, redact: Redactor = _identity) -> str:
+    """A record's text as a block shows it: redacted, defused, on one line, trimmed."""
+    return _trim(_one_line(defuse(redact(text))), _RECORD_MAX_CHARS)
+
+
 def render_record(record: MemoryRecord, redact: Redactor = _identity) -> str:
     """One record with all of its origin — the memory tool's fuller view (the model asked for
     it); the delivered block shows less (:class:`MessageBuilder`)."""
-    text = _trim(_one_line(defuse(redact(record.text))), _RECORD_MAX_CHARS)
+    text = record_text(record.text, redact)
     occurred = _occurred(record)
     line = f"- ({occurred[:10]}) {text}" if occurred else f"- {text}"
     origin: list[str] = []
@@ -365,7 +370,7 @@ class MessageBuilder:
                 report.omitted_duplicate += 1
                 continue
             handled.add(key)
-            text = _trim(_one_line(defuse(self._redact(record.text))), _RECORD_MAX_CHARS)
+            text = record_text(record.text, self._redact)
             if any(memo.states(text) for memo in self._memos):
                 report.omitted_in_memo += 1
                 continue

@@ -5,6 +5,7 @@ RPC method, ``--json``)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,12 +13,15 @@ from pi_hindsight.config import LoadedConfig, Settings
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, Scope, ScopeResolution
 from pi_hindsight.engine.types import Outcome
 from pi_hindsight.errors import StateError
+from pi_hindsight.relevance import describe as describe_relevance
 from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.catalog_lifecycle import LifecycleCounts
 from pi_hindsight.stores.evidence import EvidenceLedger
 from pi_hindsight.stores.outbox import Outbox
 from pi_hindsight.stores.set_aside import SetAsideEvent, describe
 from pi_hindsight.user_bank import UserBankChoice
+
+HELD_BACK_WINDOW_S = 86_400.0  # status shows the held-back share over the last day
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class RecallStatus:
     memo_max_tokens: int
     request_max_tokens: int
     timeout_ms: int
+    relevance: str = "off"  # relevance.describe: what the relevance policy does
 
     @classmethod
     def of(cls, settings: Settings) -> RecallStatus:
@@ -60,6 +65,7 @@ class RecallStatus:
             memo_max_tokens=settings.memo.max_tokens if settings.memo.enabled else 0,
             request_max_tokens=settings.recall.request_max_tokens,
             timeout_ms=settings.recall.timeout_ms,
+            relevance=describe_relevance(settings.recall.relevance),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -72,6 +78,7 @@ class RecallStatus:
             "memoMaxTokens": self.memo_max_tokens,
             "requestMaxTokens": self.request_max_tokens,
             "timeoutMs": self.timeout_ms,
+            "relevance": self.relevance,
         }
 
 
@@ -138,6 +145,20 @@ class EvidenceStatus:
     retention_shortened: bool | None = None
     problems: tuple[str, ...] = ()
     opened: bool = False
+    # (records held back as below relevance, records recalled) over the last day
+    held_back: tuple[int, int] | None = None
+
+    @property
+    def held_back_line(self) -> str | None:
+        if self.held_back is None:
+            return None
+        held, recalled = self.held_back
+        if not recalled:
+            return "no records recalled over the last day"
+        return (
+            f"{held} of {recalled} recalled records ({held / recalled:.0%}) over the last day, "
+            "as below relevance"
+        )
 
     def to_json(self) -> dict[str, Any]:
         if not self.enabled:
@@ -155,6 +176,9 @@ class EvidenceStatus:
                 retention=self.retention,
                 retentionShortened=self.retention_shortened,
                 problems=list(self.problems),
+                heldBackLastDay=None
+                if self.held_back is None
+                else {"heldBack": self.held_back[0], "recalled": self.held_back[1]},
             )
         return data
 
@@ -256,6 +280,7 @@ def evidence_status(
         return EvidenceStatus(enabled=True, recording=last_error is None, last_error=last_error)
     try:
         stats = ledger.stats(counts=False)
+        held_back = ledger.held_share(time.time() - HELD_BACK_WINDOW_S)
     except StateError as failure:
         return EvidenceStatus(enabled=True, recording=False, last_error=str(failure))
     return EvidenceStatus(
@@ -269,6 +294,7 @@ def evidence_status(
         retention_shortened=stats.retention_shortened,
         problems=tuple(stats.problems),
         opened=True,
+        held_back=held_back,
     )
 
 
@@ -311,6 +337,7 @@ def describe_status(status: EngineStatus) -> str:
         )
         if recall.user_bank and status.config.user_bank is not None:
             lines.append(f"  user bank: {status.config.user_bank.describe()}")
+        lines.append(f"  relevance: {recall.relevance}")
         last: str = status.last_outcome or "no request yet"
         if status.last_reason:
             last = f"{last} ({status.last_reason})"
@@ -336,6 +363,8 @@ def describe_status(status: EngineStatus) -> str:
         state = "recording" if evidence.recording else f"NOT recording ({evidence.last_error})"
         note = f"; {evidence.retention}" if evidence.retention else ""
         lines.append(f"  evidence: {state}{note}")
+        if evidence.held_back_line and scope is not None:
+            lines.append(f"  held back: {evidence.held_back_line}")
     for problem in status.config.problems:
         lines.append(f"  config:  {problem}")
     for event in status.set_aside:

@@ -198,6 +198,7 @@ class Omitted:
     already_delivered: int = 0  # in the visible session context already
     in_memo: int = 0  # stated by the startup memo in the block, or by the one already visible
     corrected: int = 0  # held back by a correction in force in this scope
+    relevance: int = 0  # held back by the relevance policy (relevance.py)
 
     def to_json(self) -> dict[str, int]:
         data = {
@@ -208,6 +209,8 @@ class Omitted:
         }
         if self.corrected:
             data["corrected"] = self.corrected
+        if self.relevance:
+            data["relevance"] = self.relevance
         return data
 
     @classmethod
@@ -220,6 +223,7 @@ class Omitted:
             _ints(data, "alreadyDelivered"),
             _ints(data, "inMemo"),
             _ints(data, "corrected"),
+            _ints(data, "relevance"),
         )
 
 
@@ -285,6 +289,25 @@ class DeliveredRecord:
 
 
 @dataclass(frozen=True)
+class HeldRecord:
+    """A recalled record the relevance policy held back: never shown to the model, kept in the
+    evidence ledger with its scores and why, so "why didn't it remember X?" has an answer. Not
+    part of the host's message details (``DeliveryDetails.to_json``): a host's session file
+    keeps what was delivered, not memory that was not."""
+
+    id: str
+    key: str  # engine/render.py record_key of the text
+    section: str  # "project", "user"
+    text: str  # redacted, on one line, trimmed like a delivered record
+    reason: str  # relevance.BELOW_RELEVANCE
+    detail: str | None = None  # the numbers ("strength 0.31 < floor 0.40")
+    type: str | None = None
+    occurred: str | None = None
+    scores: RecallScores | None = None
+    duplicate_ids: tuple[str, ...] = ()  # records of the same text held back with it
+
+
+@dataclass(frozen=True)
 class MemoUse:
     """The startup memo as one delivery included it."""
 
@@ -314,6 +337,8 @@ class DeliveryDetails:
     total_ms: float | None = None
     # The query each recall was sent, redacted as sent (("project", …), ("user", …)).
     queries: tuple[tuple[str, str], ...] = ()
+    # Recalled records the relevance policy held back (evidence only; not in ``to_json``).
+    held: tuple[HeldRecord, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"requestId": self.request_id}

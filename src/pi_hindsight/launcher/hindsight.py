@@ -17,17 +17,20 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from pi_hindsight.errors import LauncherError
 from pi_hindsight.launcher import access, procs
-from pi_hindsight.launcher.state import LlmMode, ServerPaths
+from pi_hindsight.launcher.reranker import Reranker, fallback
+from pi_hindsight.launcher.state import LlmMode, ServerPaths, ServerRecord
 
 logger = logging.getLogger(__name__)
 
@@ -144,9 +147,12 @@ def server_env(
     standin_url: str | None,
     host: str = HOST,
     api_key: str | None = None,
+    reranker: Reranker | None = None,
 ) -> dict[str, str]:
     """The complete environment Hindsight starts with; with ``api_key``, a team's server that
-    refuses every request without it (``access.py``)."""
+    refuses every request without it (``access.py``). ``reranker``: the one ``reranker.select``
+    chose (default ``rrf``); only a cross-encoder being downloaded lets the server reach the
+    Hugging Face hub."""
     env = base_env(environ)
     env.update(
         {
@@ -159,21 +165,18 @@ def server_env(
             "HINDSIGHT_API_EMBEDDINGS_PROVIDER": "local",
             "HINDSIGHT_API_EMBEDDINGS_LOCAL_MODEL": str(model_dir()),
             "HINDSIGHT_API_EMBEDDINGS_LOCAL_FORCE_CPU": "true",
-            # The default cross-encoder reranker downloads a model; rrf needs none.
-            "HINDSIGHT_API_RERANKER_PROVIDER": "rrf",
             # Nothing here uses MCP; one endpoint less listening.
             "HINDSIGHT_API_MCP_ENABLED": "false",
             "HINDSIGHT_API_OTEL_TRACES_ENABLED": "false",
             # The default pool (100) could exhaust PostgreSQL's max_connections on its own.
             "HINDSIGHT_API_DB_POOL_MAX_SIZE": "40",
             "HINDSIGHT_API_LOG_LEVEL": "info",
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
             "HF_HUB_DISABLE_TELEMETRY": "1",
             "TOKENIZERS_PARALLELISM": "false",
             "CUDA_VISIBLE_DEVICES": "",
         }
     )
+    env.update((reranker or fallback("not chosen")).env())
     env.update(llm_env(mode, environ, standin_url))
     if api_key is not None:
         env.update(access.tenant_env(api_key))
@@ -298,3 +301,54 @@ def wait_healthy(
                 hint=f"full log: {log}; a slow machine may need a longer --timeout",
             )
         time.sleep(0.25)
+
+
+_EXCEPTION = re.compile(r"^\w*(?:Error|Exception): .+")
+
+
+def _failure(log: Path, offset: int) -> str:
+    """The last exception Hindsight logged since ``offset`` (what made it exit), shortened."""
+    try:
+        with log.open("rb") as handle:
+            handle.seek(offset)
+            lines = handle.read().decode(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    found = [line.strip() for line in lines if _EXCEPTION.match(line.strip())]
+    text = found[-1] if found else "Hindsight exited during start"
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def start_with_fallback(
+    paths: ServerPaths,
+    record: ServerRecord,
+    start: Callable[[Reranker], procs.ProcessIdentity],
+    *,
+    save: Callable[[ServerRecord], None],
+    timeout: float,
+) -> tuple[ServerRecord, tuple[str, ...]]:
+    """Start Hindsight with ``record.reranker`` and wait until healthy. A cross-encoder whose
+    model fails to load ends the process during start: it is started again with ``rrf``, and the
+    returned warnings say so (the record names the reranker that runs)."""
+    began = time.monotonic()
+    chosen = record.reranker or fallback("not chosen")
+    log = paths.log("hindsight")
+    offset = log_size(log)
+    server = start(chosen)
+    record = replace(record, processes={**record.processes, "hindsight": server})
+    save(record)
+    try:
+        wait_healthy(record.base_url, server, log, timeout=timeout)
+        return record, ()
+    except LauncherError:
+        if chosen.provider == "rrf" or procs.is_running(server):
+            raise  # not a reranker that failed to load: a timeout, or rrf itself failed
+    reranker = fallback(f"the cross-encoder did not load ({_failure(log, offset)}; see {log})")
+    logger.warning("reranker: %s", reranker.label)
+    server = start(reranker)
+    record = replace(record, processes={**record.processes, "hindsight": server}, reranker=reranker)
+    save(record)
+    wait_healthy(
+        record.base_url, server, log, timeout=max(5.0, timeout - (time.monotonic() - began))
+    )
+    return record, (f"reranker: {reranker.why}; running rrf instead",)

@@ -6,6 +6,7 @@ still carries the recorded start time and command line (see procs.py).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -16,10 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pi_hindsight.errors import LauncherError
+from pi_hindsight.errors import CorruptStateError, LauncherError
 from pi_hindsight.launcher import access, hindsight, postgres, procs
 from pi_hindsight.launcher.database import ExternalDatabase
 from pi_hindsight.launcher.database import check as check_database
+from pi_hindsight.launcher.reranker import Requested, Reranker
+from pi_hindsight.launcher.reranker import select as select_reranker
 from pi_hindsight.launcher.state import (
     START_ORDER,
     DatabaseRecord,
@@ -66,6 +69,7 @@ class ServerInfo:
     warnings: tuple[str, ...] = ()
     api_key_env: str | None = None  # a team's server: the variable its key was read from
     database: DatabaseRecord | None = None  # a team's own PostgreSQL: its URL's source, shown
+    reranker: Reranker | None = None  # the reranker it runs, and why (reranker.py)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -89,6 +93,7 @@ class ServerInfo:
             "warnings": list(self.warnings),
             "auth": None if self.api_key_env is None else {"api_key_env": self.api_key_env},
             "database": None if self.database is None else self.database.to_json(),
+            "reranker": None if self.reranker is None else self.reranker.to_json(),
         }
 
 
@@ -114,6 +119,7 @@ class ServerStatus:
     api_key_env: str | None = None  # a team's server: the variable holding its key
     key_check: access.KeyCheck | None = None  # what it makes of the key in this environment
     database: DatabaseRecord | None = None  # a team's own PostgreSQL
+    reranker: Reranker | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -136,6 +142,7 @@ class ServerStatus:
             "log_dir": str(self.log_dir) if self.log_dir else None,
             "problem": self.problem,
             "database": None if self.database is None else self.database.to_json(),
+            "reranker": None if self.reranker is None else self.reranker.to_json(),
         }
 
 
@@ -214,6 +221,7 @@ def start_server(
     host: str | None = None,
     api_key_env: str | None = None,
     database: ExternalDatabase | None = None,
+    reranker: Requested = "auto",
 ) -> ServerInfo:
     """Start the local Hindsight for ``state_dir``, or return the one already running.
 
@@ -228,6 +236,8 @@ def start_server(
 
     ``database``: a team's own PostgreSQL (with pgvector) instead of the embedded one; checked
     before Hindsight starts (database.py), and neither started nor stopped here.
+    ``reranker``: ``auto`` runs Hindsight's cross-encoder when its model is cached or
+    downloadable, else ``rrf`` (reranker.py); the choice and why are in ``ServerInfo.reranker``.
     """
     paths = _paths(state_dir)
     bind = access.bind_host(host)
@@ -256,6 +266,7 @@ def start_server(
                 host=bind,
                 api_key=credentials,
                 database=database,
+                reranker=reranker,
             )
         except OSError as error:  # a file we cannot create, a program we cannot run, ...
             raise LauncherError(
@@ -368,6 +379,7 @@ def _start(
     host: str,
     api_key: tuple[str, str] | None,  # (the variable's name, the key)
     database: ExternalDatabase | None,
+    reranker: Requested = "auto",
 ) -> ServerInfo:
     began = time.monotonic()
     environ = dict(os.environ)
@@ -411,21 +423,31 @@ def _start(
             )
             save_record(paths, record)
 
-        env = hindsight.server_env(
-            environ=environ,
-            mode=llm,
-            port=api_port,
-            database_url=database_url,
-            standin_url=record.standin_url,
-            host=host,
-            api_key=None if api_key is None else api_key[1],
-        )
+        chosen = select_reranker(reranker, environ)
+        logger.info("reranker: %s", chosen.label)
+
+        def start(choice: Reranker) -> procs.ProcessIdentity:
+            env = hindsight.server_env(
+                environ=environ,
+                mode=llm,
+                port=api_port,
+                database_url=database_url,
+                standin_url=record.standin_url,
+                host=host,
+                api_key=None if api_key is None else api_key[1],
+                reranker=choice,
+            )
+            return hindsight.start_server(paths, env)
+
         log_offset = hindsight.log_size(paths.log("hindsight"))
-        server = hindsight.start_server(paths, env)
-        record = replace(record, processes={**record.processes, "hindsight": server})
-        save_record(paths, record)
-        remaining = max(5.0, timeout - (time.monotonic() - began))
-        hindsight.wait_healthy(record.base_url, server, paths.log("hindsight"), timeout=remaining)
+        record = replace(record, reranker=chosen)
+        record, fell_back = hindsight.start_with_fallback(
+            paths,
+            record,
+            start,
+            save=lambda updated: save_record(paths, updated),
+            timeout=max(5.0, timeout - (time.monotonic() - began)),
+        )
         if api_key is not None:
             _check_enforced(record.base_url, api_key[1])
         record = replace(record, phase="running")
@@ -433,13 +455,16 @@ def _start(
     except BaseException:
         # Also on KeyboardInterrupt: never leave half a server running.
         logger.info("start failed; stopping what was started")
+        # The last record saved names every process started (start_with_fallback saves its own).
+        with contextlib.suppress(LauncherError, CorruptStateError):
+            record = load_record(paths) or record
         _stop_recorded(paths, record, timeout=15.0)
         remove_record(paths)
         raise
     elapsed = round(time.monotonic() - began, 2)
     logger.info("Hindsight healthy at %s after %.1fs", record.base_url, elapsed)
     info = _info(paths, record, reused=False, startup_seconds=elapsed)
-    warnings = hindsight.startup_warnings(paths.log("hindsight"), log_offset)
+    warnings = fell_back + hindsight.startup_warnings(paths.log("hindsight"), log_offset)
     for warning in warnings:
         logger.info("Hindsight: %s", warning)
     return replace(info, warnings=info.warnings + warnings)
@@ -509,6 +534,7 @@ def _info(
         warnings=() if exposure is None else (exposure,),
         api_key_env=record.api_key_env,
         database=record.database,
+        reranker=record.reranker,
     )
 
 
@@ -596,6 +622,7 @@ def server_status(state_dir: Path) -> ServerStatus:
         api_key_env=record.api_key_env,
         key_check=key_check,
         database=record.database,
+        reranker=record.reranker,
     )
 
 

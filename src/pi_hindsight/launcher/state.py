@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pi_hindsight.errors import CorruptStateError, LauncherError
 from pi_hindsight.launcher.access import check_env_name, connect_host, url_host
 from pi_hindsight.launcher.procs import ProcessIdentity
+from pi_hindsight.launcher.reranker import Reranker
 from pi_hindsight.paths import ensure_private_dir
 
 logger = logging.getLogger(__name__)
@@ -157,6 +158,7 @@ class ServerRecord:
     standin_url: str | None = None
     api_key_env: str | None = None  # a team's server: the variable holding its key
     database: DatabaseRecord | None = None  # an external PostgreSQL (then ``postgres`` is None)
+    reranker: Reranker | None = None  # None: a record from before the choice was recorded
 
     @property
     def base_url(self) -> str:
@@ -178,6 +180,7 @@ class ServerRecord:
             "standin_url": self.standin_url,
             "auth": None if self.api_key_env is None else {"api_key_env": self.api_key_env},
             "database": None if self.database is None else self.database.to_json(),
+            "reranker": None if self.reranker is None else self.reranker.to_json(),
         }
 
     @classmethod
@@ -205,6 +208,7 @@ class ServerRecord:
             standin_url=data.get("standin_url"),
             api_key_env=api_key_env,
             database=DatabaseRecord.from_json(database) if database else None,
+            reranker=Reranker.from_json(data.get("reranker")),
         )
 
 

@@ -108,6 +108,9 @@ def summary(status: EngineStatus) -> str:
         )
     if status.evidence.enabled:
         parts.append("evidence: " + ("recording" if status.evidence.recording else "NOT recording"))
+    parts.append(f"relevance: {status.recall.relevance}")
+    if status.evidence.held_back_line:
+        parts.append(f"held back: {status.evidence.held_back_line}")
     for event in status.set_aside:
         parts.append(f"set aside: {event.store} ({event.reason}); see `pi-hindsight state list`")
     return "\n".join(parts)

@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from pi_hindsight_standin import reflect_role, schemas
+from pi_hindsight_standin.facts import not_a_fact
 from pi_hindsight_standin.openai_chat import openai_chat_role
 from pi_hindsight_standin.roles import JsonObject
 from pi_hindsight_standin.text import Segment, entities, normalize, segments, statements
@@ -235,7 +236,8 @@ def _fact_values(statement: str, segment: Segment, found_entities: list[str]) ->
 
 
 def extract_facts(body: Mapping[str, Any]) -> Reply:
-    """One fact per statement of the content; in verbatim mode, one metadata entry."""
+    """One fact per statement of the content — not a question, greeting, acknowledgement or
+    request to the agent (``facts.py``); in verbatim mode, one metadata entry."""
     content = extraction_content(body)
     props, required, root = _fact_item_schema(body)
     parts = segments(content)
@@ -249,8 +251,17 @@ def extract_facts(body: Mapping[str, Any]) -> Reply:
         _fact(_fact_values(statement, part, entities(statement)), props, required, root)
         for part in parts
         for statement in statements(part.text)
+        if _is_fact(statement)
     ]
     return json_reply({"facts": facts})
+
+
+def _is_fact(statement: str) -> bool:
+    """A statement a model would store (``facts.not_a_fact``); what is dropped is logged."""
+    why = not_a_fact(statement)
+    if why is not None:
+        logger.info("extraction: not a fact (%s): %.120s", why, statement)
+    return why is None
 
 
 # -- consolidation ----------------------------------------------------------------------

@@ -34,6 +34,7 @@ from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.engine.connection import ServerAccess
 from pi_hindsight.engine.engine import close_shared
 from pi_hindsight.hosts.claude_code import runtime
+from pi_hindsight.hosts.claude_code.hook import HOOK_PREFIX
 from pi_hindsight.hosts.claude_code.host import ClaudeCodeHost
 from pi_hindsight.hosts.claude_code.naming import CLAUDE_CODE_HOST
 from pi_hindsight.hosts.claude_code.payloads import DaemonRequest, PayloadError, parse_request
@@ -67,6 +68,16 @@ def _peer_uid(writer: asyncio.StreamWriter) -> int | None:
 
 def _encode(answer: dict[str, Any]) -> bytes:
     return json.dumps(answer, ensure_ascii=True).encode("ascii") + b"\n"
+
+
+def _encode_hook(answer: dict[str, Any]) -> bytes:
+    """``OK`` and the hook output to print (nothing when there is none), or ``ERR`` and why:
+    the hook client passes it on without parsing JSON (``hook.py``)."""
+    if not answer["ok"]:
+        return b"ERR\n" + str(answer["error"]).encode("utf-8", "replace")
+    result = answer["result"]
+    output = json.dumps(result, ensure_ascii=True) if result else ""
+    return b"OK\n" + output.encode("ascii")
 
 
 class Daemon:
@@ -137,15 +148,17 @@ class Daemon:
             except asyncio.LimitOverrunError:
                 writer.write(_encode({"ok": False, "error": "request too large"}))
                 return
+            # A hook's request (HOOK_PREFIX): the answer is its output as it is printed.
+            hook_output = line.startswith(HOOK_PREFIX)
             try:
-                result = await self.handle(parse_request(line))
+                result = await self.handle(parse_request(line.removeprefix(HOOK_PREFIX)))
                 answer = {"ok": True, "result": result}
             except PayloadError as error:
                 answer = {"ok": False, "error": error.describe()}
             except Exception as error:
                 logger.exception("request failed")
                 answer = {"ok": False, "error": f"internal error: {type(error).__name__}"}
-            writer.write(_encode(answer))
+            writer.write(_encode_hook(answer) if hook_output else _encode(answer))
             await writer.drain()
         except (ConnectionError, OSError) as error:
             logger.info("client went away: %s", error)

@@ -14,13 +14,15 @@ Code goes on; what was not retained is picked up later from the transcript curso
 
 from __future__ import annotations
 
-import json
+# The C modules under ``socket`` and ``json``: the Python ones pull in enum, re, selectors and
+# collections — a third of what the hook costs over a bare interpreter (issue 17). ``call``, for
+# the long-lived MCP server and the CLI, imports ``json`` itself.
+import _json
+import _socket
+import _struct
 import os
-import socket
-import struct
 import sys
 import time
-from pathlib import Path
 
 from pi_hindsight.hosts.claude_code import runtime
 
@@ -48,22 +50,28 @@ class DaemonUnavailable(Exception):
     """The daemon could not be reached or answered nothing usable; the message says why."""
 
 
-def _peer_uid(connection: socket.socket) -> int | None:
-    option = getattr(socket, "SO_PEERCRED", None)
+_UCRED = _struct.Struct("3i")
+# A hook request: this prefix, then the request's JSON line. The daemon answers it with
+# ``OK\n`` and the hook output to print as it is (JSON, possibly empty), or ``ERR\n`` and why.
+HOOK_PREFIX = b"H "
+
+
+def _peer_uid(connection: _socket.socket) -> int | None:
+    option = getattr(_socket, "SO_PEERCRED", None)
     if option is None:  # not Linux: the private directory is the guard
         return None
-    raw = connection.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
-    return int(struct.unpack("3i", raw)[1])
+    raw = connection.getsockopt(_socket.SOL_SOCKET, option, _UCRED.size)
+    return int(_UCRED.unpack(raw)[1])
 
 
-def _connect(path: Path, timeout: float) -> socket.socket:
-    info = path.lstat()  # FileNotFoundError: no daemon
+def _connect(path: str, timeout: float) -> _socket.socket:
+    info = os.lstat(path)  # FileNotFoundError: no daemon
     if info.st_uid != os.getuid():
         raise DaemonUnavailable(f"{path} is not this user's; refusing it")
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     connection.settimeout(timeout)
     try:
-        connection.connect(str(path))
+        connection.connect(path)
         peer = _peer_uid(connection)
         if peer is not None and peer != os.getuid():
             raise DaemonUnavailable(f"the daemon at {path} runs as uid {peer}; refusing it")
@@ -102,9 +110,9 @@ def _spawn(env: Mapping[str, str]) -> None:
 
 def _open(
     address: runtime.Address, env: Mapping[str, str], timeout: float, spawn: bool
-) -> socket.socket:
+) -> _socket.socket:
     try:
-        return _connect(address.socket, timeout)
+        return _connect(address.socket_text, timeout)
     except (FileNotFoundError, ConnectionRefusedError) as error:
         if not spawn:
             raise DaemonUnavailable("no daemon is running") from error
@@ -112,7 +120,7 @@ def _open(
     deadline = time.monotonic() + START_WAIT_S
     while True:
         try:
-            return _connect(address.socket, timeout)
+            return _connect(address.socket_text, timeout)
         except (FileNotFoundError, ConnectionRefusedError) as error:
             if time.monotonic() > deadline:
                 raise DaemonUnavailable(
@@ -120,6 +128,36 @@ def _open(
                     f"{runtime.state_dir(env) / 'logs' / 'claude-code-daemon.log'})"
                 ) from error
             time.sleep(0.02)
+
+
+def _exchange(
+    line: bytes, address: runtime.Address, env: Mapping[str, str], timeout: float, spawn: bool
+) -> bytes:
+    """Send ``line`` (one request) to the daemon, starting it when none answers (unless
+    ``spawn`` is false); all it answers. Raises DaemonUnavailable with the reason."""
+    try:
+        runtime.ensure_private_dir(address.directory_text)
+    except (runtime.RuntimeDirError, OSError) as error:
+        raise DaemonUnavailable(str(error)) from error
+    try:
+        connection = _open(address, env, timeout, spawn)
+        try:
+            connection.sendall(line + b"\n")
+            connection.shutdown(_socket.SHUT_WR)
+            chunks: list[bytes] = []
+            received = 0
+            while chunk := connection.recv(65536):
+                chunks.append(chunk)
+                received += len(chunk)
+                if received > runtime.MAX_LINE_BYTES:
+                    raise DaemonUnavailable("the daemon's answer is too large")
+        finally:
+            connection.close()
+    except TimeoutError as error:
+        raise DaemonUnavailable(f"the daemon did not answer within {timeout:.0f} s") from error
+    except OSError as error:
+        raise DaemonUnavailable(f"the daemon could not be reached: {error}") from error
+    return b"".join(chunks)
 
 
 def call(
@@ -131,30 +169,14 @@ def call(
 ) -> Any:
     """Send one request to the daemon (starting it when none answers, unless ``spawn`` is
     false); its answer's ``result``. Raises DaemonUnavailable with the reason."""
+    import json  # noqa: PLC0415 - the hook's own path (``run``) does without it
+
     env = os.environ if env is None else env
     address = runtime.address(env)
-    try:
-        runtime.ensure_private_dir(address.directory)
-    except (runtime.RuntimeDirError, OSError) as error:
-        raise DaemonUnavailable(str(error)) from error
     line = json.dumps({"v": runtime.PROTOCOL, "key": address.key, **request}, ensure_ascii=True)
+    raw = _exchange(line.encode("ascii"), address, env, timeout, spawn)
     try:
-        with _open(address, env, timeout, spawn) as connection:
-            connection.sendall(line.encode("ascii") + b"\n")
-            connection.shutdown(socket.SHUT_WR)
-            chunks: list[bytes] = []
-            received = 0
-            while chunk := connection.recv(65536):
-                chunks.append(chunk)
-                received += len(chunk)
-                if received > runtime.MAX_LINE_BYTES:
-                    raise DaemonUnavailable("the daemon's answer is too large")
-    except TimeoutError as error:
-        raise DaemonUnavailable(f"the daemon did not answer within {timeout:.0f} s") from error
-    except OSError as error:
-        raise DaemonUnavailable(f"the daemon could not be reached: {error}") from error
-    try:
-        answer = json.loads(b"".join(chunks).decode("utf-8", "replace"))
+        answer = json.loads(raw.decode("utf-8", "replace"))
     except ValueError as error:
         raise DaemonUnavailable("the daemon's answer is not JSON") from error
     if not isinstance(answer, dict):
@@ -175,25 +197,55 @@ def _read_payload() -> tuple[str | None, int]:
     return data.decode("utf-8", "replace"), len(data)
 
 
-def run(event: str) -> dict[str, Any] | None:
-    """The hook output for ``event`` (None: print nothing)."""
+def _string(text: str) -> str:
+    """A JSON string, ASCII only (the C encoder ``json.dumps`` uses)."""
+    return str(_json.encode_basestring_ascii(text))
+
+
+def _hook_line(key: str, event: str, payload: str | None, size: int, ignored: list[str]) -> bytes:
+    """The hook request, encoded by hand: what ``json.dumps`` would give, without importing it."""
+    notes = ",".join(_string(note) for note in ignored)
+    fields = (
+        f'"v":{runtime.PROTOCOL}',
+        f'"key":{_string(key)}',
+        '"op":"hook"',
+        f'"event":{_string(event)}',
+        f'"payload":{"null" if payload is None else _string(payload)}',
+        f'"payloadBytes":{int(size)}',
+        f'"ignored":[{notes}]',
+    )
+    return HOOK_PREFIX + ("{" + ",".join(fields) + "}").encode("ascii")
+
+
+def _message(text: str) -> str:
+    """Hook output that shows ``text`` to the user (never to the model)."""
+    return '{"systemMessage": ' + _string(text) + "}"
+
+
+def run(event: str) -> str | None:
+    """The hook output for ``event``, as the JSON text to print (None: print nothing)."""
     payload, size = _read_payload()
     try:
         env, ignored = runtime.user_env(os.environ, os.getcwd())  # noqa: PTH109 - no pathlib
     except runtime.RepositoryEnvError as error:  # nothing reached, nothing started
-        return {"systemMessage": f"pi-hindsight: {error}"}
-    request = {
-        "op": "hook",
-        "event": event,
-        "payload": payload,
-        "payloadBytes": size,
-        "ignored": ignored,
-    }
+        return _message(f"pi-hindsight: {error}")
+    address = runtime.address(env)
+    line = _hook_line(address.key, event, payload, size, ignored)
+    timeout = TIMEOUTS_S.get(event, DEFAULT_TIMEOUT_S)
     try:
-        result = call(request, timeout=TIMEOUTS_S.get(event, DEFAULT_TIMEOUT_S), env=env)
+        answer = _exchange(line, address, env, timeout, spawn=True)
     except DaemonUnavailable as error:
-        return {"systemMessage": f"pi-hindsight: memory unavailable for this event ({error})"}
-    return result if isinstance(result, dict) and result else None
+        return _message(f"pi-hindsight: memory unavailable for this event ({error})")
+    status, _, body = answer.partition(b"\n")
+    if status == b"OK":
+        output = body.decode("ascii", "replace").strip()
+        return output or None
+    why = (
+        body.decode("utf-8", "replace").strip()
+        if status == b"ERR"
+        else "the daemon's answer is not understood"
+    )
+    return _message(f"pi-hindsight: memory unavailable for this event ({why})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,12 +253,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         output = run(args[0] if args else "")
         if output:
-            sys.stdout.write(json.dumps(output, ensure_ascii=True) + "\n")
+            sys.stdout.write(output + "\n")
             sys.stdout.flush()
     except BaseException as error:  # a hook never fails Claude Code
         try:
             message = f"pi-hindsight: the hook failed ({type(error).__name__}); memory skipped"
-            sys.stdout.write(json.dumps({"systemMessage": message}) + "\n")
+            sys.stdout.write(_message(message) + "\n")
         except BaseException:  # noqa: S110 - stdout itself is gone: nothing to tell
             pass
     return 0

@@ -3,11 +3,13 @@
 One engine per Claude Code session, over the daemon's shared stores, connection and retain
 worker (``SharedParts``). What each event does (docs/hosts/claude-code.md):
 
-- ``SessionStart``: open the session (scope and consent, once per session id); the startup memo
-  as the hook's additional context, in the same fenced, framed block as recall. An unregistered
+- ``SessionStart``: open the session (scope and consent, once per session id); the framing of
+  memory (R-RECALL-5), once, and the startup memo's block after it, as the hook's additional
+  context — again at each SessionStart (resume, clear, after a compaction). An unregistered
   location gets no connection at all and, once per session, a system message saying how to
   register (hooks cannot ask).
-- ``UserPromptSubmit``: recall for the prompt, as additional context; evidence recorded. A
+- ``UserPromptSubmit``: recall for the prompt, as additional context, a block with the mark only
+  (the framing is in the session already); evidence recorded. A
   location registered meanwhile (``pi-hindsight scope register``, ``/hindsight-register``) is
   picked up at the next prompt.
 - ``Stop`` / ``SubagentStop`` / ``PreCompact`` / ``SessionEnd``: the transcript's new entries
@@ -61,6 +63,9 @@ class SessionState:
     told: set[str] = field(default_factory=set)
     missing_noted: bool = False
     last_used: float = field(default_factory=time.monotonic)
+    # The framing (R-RECALL-5) is in the session's context: stated by our SessionStart context
+    # (at start, resume, clear and after each compaction), so prompt blocks carry the mark only.
+    framed: bool = False
 
     def deliver(self, delivery: Delivery) -> str | None:
         text = delivery.text
@@ -204,11 +209,17 @@ class ClaudeCodeHost:
             await engine.compacted()  # what was delivered is summarised away
         if event.source == "fork" and event.transcript_path is not None:
             await self._mark_fork(event.transcript_path)
-        if engine.scope() is None:
+        framing = engine.framing()
+        if framing is None:
+            state.framed = False
             return None, self._hint(state, event.cwd)
         request_id = f"start-{event.source or 'startup'}-{uuid.uuid4().hex[:12]}"
-        memo = await engine.startup_memo(UserRequest(request_id, event.session_id, ""))
-        return state.deliver(memo), list(memo.notices)
+        memo = await engine.startup_memo(
+            UserRequest(request_id, event.session_id, "", host_states_framing=True)
+        )
+        state.framed = True
+        block = state.deliver(memo)
+        return framing if block is None else f"{framing}\n\n{block}", list(memo.notices)
 
     async def _mark_fork(self, transcript: Path) -> None:
         """A fork's file starts with a copy of the history it came from, retained already under
@@ -227,7 +238,12 @@ class ClaudeCodeHost:
         if prompt.lstrip().startswith(f"/{REGISTER_COMMAND}"):
             return None, notices  # our own command: nothing to recall for it
         request_id = event.prompt_id or f"prompt-{uuid.uuid4().hex}"
-        delivery = await state.engine.prepare(UserRequest(request_id, event.session_id, prompt))
+        # Without our SessionStart context (memory turned on mid-session, a restarted daemon)
+        # the session's first block states the framing instead.
+        request = UserRequest(
+            request_id, event.session_id, prompt, host_states_framing=state.framed
+        )
+        delivery = await state.engine.prepare(request)
         return state.deliver(delivery), [*notices, *delivery.notices]
 
     # -- retain ----------------------------------------------------------------------------
@@ -325,10 +341,10 @@ class ClaudeCodeHost:
                     await engine.delivery_confirmed(waiting, found, None)
             state.awaiting.clear()
         for context in delta.contexts:
-            for text in context.texts:
-                request_id = state.pending.pop(text, None)
-                if request_id is None:
-                    continue
+            # The block is the whole context, or follows the framing (SessionStart).
+            delivered = [t for t in state.pending if any(t in held for held in context.texts)]
+            for text in delivered:
+                request_id = state.pending.pop(text)
                 await recorder.attached(
                     request_id, entry_id=context.entry_id, session_file=str(path)
                 )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pi_hindsight.errors import PiHindsightError, RpcError
+from pi_hindsight.hosts.claude_code import runtime
 from pi_hindsight.rpc.protocol import parse
 
 EventName = Literal[
@@ -158,8 +159,10 @@ def parse_request(line: bytes) -> DaemonRequest:
     if not isinstance(data, dict):
         raise PayloadError("a request must be a JSON object")
     version = data.get("v")
-    if version != 1:
-        raise PayloadError(f"request protocol {str(version)[:10]!r} is not 1; restart the daemon")
+    if version != runtime.PROTOCOL:
+        raise PayloadError(
+            f"request protocol {str(version)[:10]!r} is not {runtime.PROTOCOL}; restart the daemon"
+        )
     key = data.get("key")
     op = data.get("op")
     if not isinstance(key, str) or op not in ("hook", "tools", "call", "ping", "stop"):

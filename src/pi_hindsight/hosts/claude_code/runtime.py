@@ -10,21 +10,33 @@ else ``/tmp/pi-hindsight-<uid>``, which must be a real directory, ours, and 0700
 is refused, never used.
 """
 
+# The hook's path stays free of pathlib (see the imports): os.path throughout.
+# ruff: noqa: PTH101, PTH102, PTH103, PTH111, PTH112, PTH117, PTH118, PTH123
 from __future__ import annotations
 
-import json
 import os
 import stat
 import zlib
-from pathlib import Path
 
-# Annotations only (``from __future__ import annotations``): ``typing``, ``collections`` and
-# ``dataclasses`` cost the hook client measurable start-up time on every event.
+# Annotations only (``from __future__ import annotations``): ``typing``, ``collections``,
+# ``dataclasses`` and ``pathlib`` cost the hook client measurable start-up time on every event
+# (pathlib alone pulls in re, enum, fnmatch and urllib). The hook's path works on ``str``; what
+# the daemon uses returns ``Path``, imported when asked for.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from pathlib import Path
 
-PROTOCOL = 1
+
+def _path(text: str) -> Path:
+    from pathlib import Path  # noqa: PLC0415 - see the imports
+
+    return Path(text)
+
+
+# The hook ↔ daemon protocol; part of the socket's name, so a hook never talks to a daemon of
+# another version (an upgrade leaves the old one to exit when idle).
+PROTOCOL = 2
 # One request or answer line. A hook payload is bounded first (MAX_PAYLOAD_BYTES); tool results
 # and contexts are far smaller.
 MAX_LINE_BYTES = 16 << 20
@@ -68,22 +80,25 @@ def repository_set(directories: list[str]) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     for directory in dict.fromkeys(d for d in directories if d):
         for name in _PROJECT_SETTINGS:
-            path = Path(directory) / name
+            path = os.path.join(directory, name)
             try:
-                with path.open("rb") as handle:
+                with open(path, "rb") as handle:
                     data = handle.read(_MAX_PROJECT_SETTINGS_BYTES + 1)
+                import json  # noqa: PLC0415 - only when a settings file is there: cheap hooks
+
                 value = json.loads(data) if len(data) <= _MAX_PROJECT_SETTINGS_BYTES else None
             except (OSError, ValueError, RecursionError):
                 continue  # absent or unreadable: Claude Code applies nothing from it either
             env = value.get("env") if isinstance(value, dict) else None
             if isinstance(env, dict):
-                found.extend((str(key), str(path)) for key in env if _guarded(str(key)))
+                found.extend((str(key), path) for key in env if _guarded(str(key)))
     return found
 
 
 def _ppid(pid: int) -> int | None:
     try:
-        stat_line = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            stat_line = handle.read()
         return int(stat_line.rsplit(")", 1)[1].split()[1])
     except (OSError, ValueError, IndexError):
         return None
@@ -103,7 +118,8 @@ def launcher_env(env: Mapping[str, str]) -> dict[str, str] | None:
             return None
         if pid == claude:
             try:
-                raw = Path(f"/proc/{claude}/environ").read_bytes()
+                with open(f"/proc/{claude}/environ", "rb") as handle:
+                    raw = handle.read()
             except OSError:
                 return None
             pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
@@ -154,29 +170,50 @@ class RuntimeDirError(Exception):
     """The socket directory is not safe to use; the message says why and how to fix it."""
 
 
-def state_dir(env: Mapping[str, str]) -> Path:
+def state_dir_text(env: Mapping[str, str]) -> str:
     """The state directory, by the same rule as ``pi_hindsight.paths`` (kept import-free)."""
     configured = env.get(STATE_DIR_ENV)
     if configured:
-        return Path(configured).expanduser()
+        return _clean(os.path.expanduser(configured))
     agent = env.get(AGENT_DIR_ENV)
-    base = Path(agent).expanduser() if agent else Path.home() / ".pi" / "agent"
-    return base / "hindsight"
+    base = os.path.expanduser(agent) if agent else os.path.expanduser("~/.pi/agent")
+    return _clean(os.path.join(base, "hindsight"))
+
+
+def _clean(path: str) -> str:
+    """What ``str(Path(path))`` gives: no trailing or doubled slashes, no ``.`` parts."""
+    absolute = path.startswith("/")
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    joined = "/".join(parts)
+    return ("/" + joined) if absolute else (joined or ".")
+
+
+def state_dir(env: Mapping[str, str]) -> Path:
+    return _path(state_dir_text(env))
+
+
+def runtime_dir_text(env: Mapping[str, str]) -> str:
+    xdg = env.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isabs(xdg) and os.path.isdir(xdg):
+        return _clean(os.path.join(xdg, "pi-hindsight"))
+    return f"/tmp/pi-hindsight-{os.getuid()}"  # noqa: S108 - checked: ours, 0700
 
 
 def runtime_dir(env: Mapping[str, str]) -> Path:
-    xdg = env.get("XDG_RUNTIME_DIR")
-    if xdg and Path(xdg).is_absolute() and Path(xdg).is_dir():
-        return Path(xdg) / "pi-hindsight"
-    return Path("/tmp") / f"pi-hindsight-{os.getuid()}"  # noqa: S108 - checked: ours, 0700
+    return _path(runtime_dir_text(env))
 
 
-def _key_variable(state: Path) -> str | None:
+def _key_variable(state: Path | str) -> str | None:
     """The variable the user config's ``hindsight.apiKey`` names (``{"source": "env"}``), if any:
-    a key exported anew under any name must reach a daemon that uses it."""
+    a key exported anew under any name must reach a daemon that uses it. JSON is parsed only
+    when the file names a key variable at all (the hook's path stays cheap)."""
     try:
-        with (state / "config.json").open("rb") as handle:
+        with open(os.path.join(str(state), "config.json"), "rb") as handle:
             data = handle.read(_MAX_PROJECT_SETTINGS_BYTES + 1)
+        if b"apiKey" not in data:
+            return None
+        import json  # noqa: PLC0415 - see above
+
         reference = json.loads(data)["hindsight"]["apiKey"]
         name = reference["name"] if reference.get("source") == "env" else None
     except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
@@ -184,7 +221,7 @@ def _key_variable(state: Path) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
-def daemon_key(state: Path, env: Mapping[str, str]) -> str:
+def daemon_key(state: Path | str, env: Mapping[str, str]) -> str:
     """What one daemon serves: the state dir and the configuring variables (values included,
     so a changed server URL, key or proxy starts a daemon of its own; only a checksum is
     shown)."""
@@ -203,20 +240,28 @@ def daemon_key(state: Path, env: Mapping[str, str]) -> str:
 class Address:
     """Where the daemon for ``key`` listens (a plain class: see the imports)."""
 
-    __slots__ = ("directory", "key")
+    __slots__ = ("directory_text", "key")
 
-    def __init__(self, directory: Path, key: str) -> None:
-        self.directory = directory
+    def __init__(self, directory: str, key: str) -> None:
+        self.directory_text = directory
         self.key = key  # the daemon's identity (daemon_key); the daemon checks it on every request
+
+    @property
+    def directory(self) -> Path:
+        return _path(self.directory_text)
+
+    @property
+    def socket_text(self) -> str:
+        return os.path.join(self.directory_text, f"{self.name}.sock")
 
     @property
     def name(self) -> str:
         checksum = zlib.crc32(self.key.encode("utf-8", "surrogateescape")) & 0xFFFFFFFF
-        return f"cc-{checksum:08x}"
+        return f"cc{PROTOCOL}-{checksum:08x}"
 
     @property
     def socket(self) -> Path:
-        return self.directory / f"{self.name}.sock"
+        return _path(self.socket_text)
 
     @property
     def lock(self) -> Path:
@@ -228,23 +273,23 @@ class Address:
 
 
 def address(env: Mapping[str, str]) -> Address:
-    state = state_dir(env)
-    return Address(runtime_dir(env), daemon_key(state, env))
+    return Address(runtime_dir_text(env), daemon_key(state_dir_text(env), env))
 
 
-def ensure_private_dir(path: Path) -> Path:
+def ensure_private_dir(path: Path | str) -> Path | str:
     """Create ``path`` 0700 if missing; refuse it unless it is a real directory owned by this
     user with no group or other permissions (then a socket in it is reachable by us alone)."""
     not_a_directory = f"{path} is not a directory; remove it so a private one is made"
     try:
         try:
-            path.mkdir(mode=0o700, parents=False, exist_ok=True)
+            os.mkdir(path, mode=0o700)
         except FileNotFoundError:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            path.mkdir(mode=0o700, exist_ok=True)
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        except FileExistsError:
+            pass  # a directory (checked below), or something else (refused below)
     except FileExistsError as error:  # a file (or a dangling link) of that name
         raise RuntimeDirError(not_a_directory) from error
-    info = path.lstat()
+    info = os.lstat(path)
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
         raise RuntimeDirError(not_a_directory)
     if info.st_uid != os.getuid():
@@ -253,5 +298,5 @@ def ensure_private_dir(path: Path) -> Path:
             "XDG_RUNTIME_DIR to a private directory"
         )
     if info.st_mode & 0o077:
-        path.chmod(0o700)  # ours: make it private rather than refuse
+        os.chmod(path, 0o700)
     return path

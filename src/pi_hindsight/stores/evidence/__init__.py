@@ -2,6 +2,7 @@
 confirmed (docs/evidence.md). ``ledger`` is the store, ``schema`` its tables and records, ``stats``
 its size and limits, ``explain`` the host-neutral diagnosis of one request."""
 
+from pi_hindsight.stores.evidence.held import HeldItem
 from pi_hindsight.stores.evidence.ledger import (
     EVIDENCE_FILE_NAME,
     OUTCOMES,
@@ -21,6 +22,7 @@ __all__ = [
     "DeliveredItem",
     "EvidenceLedger",
     "EvidenceSpaceError",
+    "HeldItem",
     "MemoInfo",
     "PreparedRecord",
     "RequestRow",

@@ -13,7 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pi_hindsight.stores.evidence.schema import DeliveredItem, EvidenceDetail, EvidenceRecord
+from pi_hindsight.stores.evidence.held import HeldItem
+from pi_hindsight.stores.evidence.schema import (
+    DeliveredItem,
+    EvidenceDetail,
+    EvidenceRecord,
+)
 
 Reading = Literal[
     "not_prepared", "search_miss", "delivery_exclusion", "delivered_unconfirmed", "delivered"
@@ -113,13 +118,20 @@ def diagnose(record: EvidenceRecord) -> Diagnosis:
             "recall did not run or did not finish.",
             (),
         )
+    held = record.omitted_by.get("relevance", 0)
+    if held:
+        notes.append(
+            f"{held} recalled record(s) were held back as below relevance (recall.relevance) "
+            "and never shown to the model; they are listed under the delivered ones with their "
+            "scores. If the answer needed one, the relevance bars cut it."
+        )
     if record.outcome == "nothing_found":
         return Diagnosis(
             "search_miss",
             f"Recall ran in {scope} and found nothing to deliver. If the answer needed a "
             "remembered fact, this is a search miss: check that the fact exists in this scope "
             "(its exact tags) and how the request was worded.",
-            (),
+            tuple(notes),
         )
     if record.omitted:
         notes.append(
@@ -213,3 +225,10 @@ def why_it_came(item: DeliveredItem) -> str:
     arms = [f"{arm} {_score(scores[arm])}" for arm in ("semantic", "keyword") if arm in scores]
     parts.append(f"found by {' + '.join(arms)}" if arms else "found by a graph or temporal link")
     return " · ".join(parts)
+
+
+def held_as_item(item: HeldItem) -> DeliveredItem:
+    """A held-back record in the shape :func:`why_it_came` reads (its type and scores)."""
+    return DeliveredItem(
+        record_id=item.record_id, section=item.section, type=item.type, scores=item.scores
+    )

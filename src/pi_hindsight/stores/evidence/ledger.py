@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import get_args
 
 from pi_hindsight.errors import StateError
-from pi_hindsight.stores.evidence import schema
+from pi_hindsight.stores.evidence import held, schema
 from pi_hindsight.stores.evidence.schema import (
     DeliveredItem,
     EvidenceDetail,
@@ -223,6 +223,8 @@ class EvidenceLedger:
             self._connection.executemany(
                 schema.INSERT_DELIVERED, schema.delivered_params(seq, row.items)
             )
+        if row.held:
+            self._connection.executemany(held.INSERT_HELD, held.held_params(seq, row.held))
 
     def mark_attached(
         self,
@@ -375,7 +377,13 @@ class EvidenceLedger:
                 schema.item_from_row(item)
                 for item in self._connection.execute(schema.SELECT_DELIVERED, (row["seq"],))
             )
-            return EvidenceDetail(record=schema.record_from_row(row), body=row["body"], items=items)
+            held_back = tuple(
+                held.held_from_row(item)
+                for item in self._connection.execute(held.SELECT_HELD, (row["seq"],))
+            )
+            return EvidenceDetail(
+                record=schema.record_from_row(row), body=row["body"], items=items, held=held_back
+            )
 
     def list(
         self,
@@ -426,6 +434,22 @@ class EvidenceLedger:
                 (session_id,),
             ).fetchall()
         return frozenset(record for row in rows for record in json.loads(row[0]))
+
+    def held_share(self, since: float) -> tuple[int, int]:
+        """(records the relevance policy held back, records recall returned) over the requests
+        prepared since ``since`` (epoch seconds): delivered ones and every omission counted."""
+        held = recalled = 0
+        with self._guard():
+            for row in self._connection.execute(
+                "SELECT record_count, omitted_by FROM requests WHERE prepared_at >= ? "
+                "AND source = 'live'",
+                (since,),
+            ):
+                omitted = json.loads(row["omitted_by"] or "{}")
+                counts = [v for v in omitted.values() if isinstance(v, int) and v > 0]
+                held += max(0, int(omitted.get("relevance", 0) or 0))
+                recalled += int(row["record_count"]) + sum(counts)
+        return held, recalled
 
     def stats(self, *, counts: bool = True) -> EvidenceStats:
         """Sizes, limits and the retention in force; with ``counts`` also the number of records

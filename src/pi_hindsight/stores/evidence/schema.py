@@ -8,6 +8,8 @@ Tables::
     delivered_records one row per record a delivery gave the model, in block order: ids,
                       document and chunk, when, context, recall's scores
                       (ON DELETE CASCADE)
+    held_records    one row per recalled text a delivery held back (relevance.py): its
+                      text (redacted), scores, the reason and its numbers (ON DELETE CASCADE)
     state           small key/values: how far the cap has cut into retention
     legacy_sources  one row per migrated legacy file: its identity and resumable cursor
 """
@@ -22,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pi_hindsight.errors import StateError
+from pi_hindsight.stores.evidence.held import HeldItem
 from pi_hindsight.stores.sqlite import Migration, StoreSchema
 
 Outcome = Literal[
@@ -122,6 +125,26 @@ SCHEMA = StoreSchema(
             """
             ALTER TABLE delivered_records ADD COLUMN scores TEXT;
             ALTER TABLE requests ADD COLUMN queries TEXT NOT NULL DEFAULT '{}'
+            """,
+        ),
+        Migration(
+            "held back, never hidden: the recalled records a delivery did not deliver",
+            """
+            CREATE TABLE held_records (
+                seq INTEGER NOT NULL REFERENCES requests(seq) ON DELETE CASCADE,
+                position INTEGER NOT NULL,
+                record_id TEXT NOT NULL,
+                section TEXT NOT NULL,
+                record_key TEXT,
+                type TEXT,
+                occurred TEXT,
+                text TEXT NOT NULL,
+                scores TEXT,
+                reason TEXT NOT NULL,
+                detail TEXT,
+                duplicate_ids TEXT NOT NULL DEFAULT '[]',
+                PRIMARY KEY (seq, position)
+            ) WITHOUT ROWID
             """,
         ),
     ),
@@ -333,11 +356,13 @@ class EvidenceDetail:
     record: EvidenceRecord
     body: str | None  # the memory text delivered; None when nothing was delivered
     items: tuple[DeliveredItem, ...] = ()  # per delivered record (none for older records)
+    held: tuple[HeldItem, ...] = ()  # recalled, held back (none for older records)
 
     def to_json(self) -> dict[str, Any]:
         return {
             **self.record.to_json(),
             "records": [item.to_json() for item in self.items],
+            "heldBack": [item.to_json() for item in self.held],
             "body": self.body,
         }
 
@@ -399,6 +424,7 @@ class RequestRow:
     items: tuple[DeliveredItem, ...] = ()
     omitted_by: Mapping[str, int] = field(default_factory=dict)
     queries: Mapping[str, str] = field(default_factory=dict)
+    held: tuple[HeldItem, ...] = ()
 
     @property
     def legacy_format(self) -> str | None:
@@ -428,6 +454,7 @@ class PreparedRecord:
     items: tuple[DeliveredItem, ...] = ()  # per delivered record, in block order
     omitted_by: Mapping[str, int] = field(default_factory=dict)  # left out, by why
     queries: Mapping[str, str] = field(default_factory=dict)  # sent to recall, by section
+    held: tuple[HeldItem, ...] = ()  # recalled, held back by the relevance policy
 
     def row(self, now: float) -> RequestRow:
         return RequestRow(
@@ -451,6 +478,7 @@ class PreparedRecord:
             items=tuple(self.items),
             omitted_by=dict(self.omitted_by),
             queries=dict(self.queries),
+            held=tuple(self.held),
         )
 
 
