@@ -19,9 +19,9 @@ CODE = re.compile(r"`([^`\n]+)`")
 REPO_PATH = re.compile(
     r"(?:src|tests|scripts|bench|standin|docs|shim-tests)/[\w.-]+(?:/[\w.-]+)*/?"
 )
+SUBPACKAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
 MODULE_PATH = re.compile(
-    rf"(?:{'|'.join(sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != '__pycache__'))})"
-    r"/[\w.-]+(?:/[\w.-]+)*\.(?:py|ts|json)"
+    rf"(?:{'|'.join([*SUBPACKAGES, 'shim'])})/[\w.-]+(?:/[\w.-]+)*\.(?:py|ts|json)"
 )
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 

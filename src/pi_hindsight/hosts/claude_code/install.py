@@ -29,7 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from pi_hindsight.errors import ConfigError
-from pi_hindsight.hosts.claude_code.naming import MCP_SERVER_NAME, REGISTER_COMMAND
+from pi_hindsight.hosts.claude_code.naming import (
+    MCP_SERVER_NAME,
+    REGISTER_COMMAND,
+    REGISTER_COMMAND_ARGS,
+    REGISTER_COMMAND_DESCRIPTION,
+)
 from pi_hindsight.safe_files import FileMissing, loads, read_bytes
 from pi_hindsight.tools.specs import MEMORY_TOOL, RETAIN_GLOBAL_TOOL
 
@@ -87,9 +92,9 @@ def register_command_text(python: str) -> str:
     command = f"{shlex.quote(python)} -m pi_hindsight scope register"
     return (
         "---\n"
-        "description: Register this directory for Hindsight memory (pi-hindsight)\n"
+        f"description: {REGISTER_COMMAND_DESCRIPTION}\n"
         f"allowed-tools: Bash({command}:*)\n"
-        "argument-hint: [path]\n"
+        f"argument-hint: {REGISTER_COMMAND_ARGS}\n"
         "---\n"
         f"!`{command} $ARGUMENTS`\n\n"
         "Report the result above to the user in one line. Memory is on from the next prompt.\n"

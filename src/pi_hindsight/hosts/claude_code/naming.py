@@ -22,3 +22,5 @@ MCP_SERVER_NAME = "hindsight"
 OWN_TOOL_PREFIX = f"mcp__{MCP_SERVER_NAME}__"
 # Claude Code's own slash command that registers the launch directory.
 REGISTER_COMMAND = "hindsight-register"
+REGISTER_COMMAND_DESCRIPTION = "Register this directory for Hindsight memory (pi-hindsight)"
+REGISTER_COMMAND_ARGS = "[path]"

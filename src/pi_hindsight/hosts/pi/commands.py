@@ -41,6 +41,12 @@ COMMANDS: dict[str, str] = {
     "hindsight:evidence": "Evidence ledger: what memory the last requests received",
     "hindsight:seed": "Seed memory from earlier Pi sessions and the git history (dry run first)",
 }
+# What each command takes after its name (for the README's command reference).
+COMMAND_ARGS: dict[str, str] = {
+    "hindsight:template-apply": "NAME",
+    "hindsight:outbox": "[retry]",
+    "hindsight:seed": "[sessions|git]",
+}
 
 
 class PiCommands:
