@@ -4,10 +4,17 @@ upgrade of the Python package a `/reload` runs the new shim (R-RECALL-8)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import pty
+import re
+import select
 import shutil
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -100,6 +107,72 @@ def test_setup_installs_a_pi_package_replacing_the_copy_and_uninstall_undoes_it_
     assert str(shim) not in listed and str(other) in listed
     assert sorted(p.name for p in extensions.iterdir()) == ["mine"]
     assert (agent / "hindsight" / "config.json").is_file()
+
+
+# Pi's start-up listing in its terminal UI: "[Extensions]" then the extensions' names.
+_TERMINAL_CODES = re.compile(
+    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]"
+)
+_EXTENSIONS = re.compile(r"\[Extensions\]\s+(\S[^\r\n]*?)(?:\s{2,}|\r|\n)")
+
+
+def _extensions_listed(pi: PiInstall, agent: Path, work: Path, timeout: float = 90) -> list[str]:
+    """The names interactive Pi shows under ``[Extensions]`` at start-up (in a terminal)."""
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+    env = pi_env(agent, pi=pi)
+    env["TERM"] = "xterm-256color"
+    process = subprocess.Popen(
+        pi.argv(),
+        cwd=work,
+        env=env,
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+        close_fds=True,
+        start_new_session=True,
+    )
+    os.close(secondary)
+    screen = ""
+    deadline = time.monotonic() + timeout
+    try:
+        while (remaining := deadline - time.monotonic()) > 0:
+            found = _EXTENSIONS.search(_TERMINAL_CODES.sub("", screen))
+            if found:
+                return [name.strip() for name in found[1].split(",")]
+            ready, _, _ = select.select([primary], [], [], remaining)
+            if not ready:
+                break
+            try:
+                screen += os.read(primary, 65536).decode("utf-8", errors="replace")
+            except OSError:  # Pi exited
+                break
+        raise AssertionError(f"no [Extensions] listing; Pi showed {screen[-2000:]!r}")
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        os.close(primary)
+
+
+@pytest.mark.parametrize("form", ["package", "copy"])
+def test_pi_lists_the_extension_as_pi_hindsight(
+    pi_binary: PiInstall, tmp_path: Path, form: str
+) -> None:
+    """Issue 19: Pi named the extension after its entry's folder, ``shim``; a user could not tell
+    what it was. Installed by setup, either form shows as ``pi-hindsight``."""
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    if form == "package":
+        assert _setup(pi_binary, agent, "--pi", str(pi_binary.path))["form"] == "package"
+    else:
+        pi_install.copy_shim(agent)
+    assert _extensions_listed(pi_binary, agent, work) == ["pi-hindsight"]
 
 
 def _wait_for_log(log: Path, text: str, timeout: float = 60) -> str:

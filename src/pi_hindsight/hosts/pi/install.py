@@ -9,6 +9,8 @@ Two forms, never both (a shim loaded twice starts two sidecars):
 - **copy** (fallback when no ``pi`` command is found): the shim's files copied into
   ``<agent dir>/extensions/pi-hindsight/``; ``setup`` must be run again after an upgrade.
 
+Either way Pi loads the entry ``pi-hindsight/index.ts`` and names the extension after that folder.
+
 ``sidecar.json`` (which interpreter runs the sidecar) goes in the state dir, outside the files an
 upgrade replaces; the shim looks there (``index.ts`` ``sidecarCandidates``).
 """
@@ -163,9 +165,13 @@ def copy_shim(agent_dir: Path, source: Path | None = None) -> Path:
     if target.exists() and installed_copy(agent_dir) is None and any(target.iterdir()):
         raise InstallError(f"{target} exists and is not pi-hindsight's extension: move it away")
     target.mkdir(parents=True, exist_ok=True)
-    for entry in source.iterdir():
-        if entry.is_file() and entry.suffix in _SHIPPED_SUFFIXES and entry.name != SIDECAR_FILE:
-            shutil.copyfile(entry, target / entry.name)
+    # The shim's files and its entry folder (``pi-hindsight/index.ts``: the name Pi shows).
+    for entry in sorted(source.rglob("*")):
+        shipped = entry.suffix in _SHIPPED_SUFFIXES and entry.name != SIDECAR_FILE
+        if entry.is_file() and shipped and "node_modules" not in entry.parts:
+            destination = target / entry.relative_to(source)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(entry, destination)
     # A sidecar.json beside index.ts (older versions wrote it there) would win over the state dir's.
     (target / SIDECAR_FILE).unlink(missing_ok=True)
     return target
