@@ -39,11 +39,12 @@ interface Setup {
 
 const tempDirs: string[] = [];
 
-/** The shim's files copied into `folder` (a package folder or an extensions/ folder). */
-function copyShim(folder: string): void {
+/** The shim's files copied into `folder` (a package folder or an extensions/ folder), with its entry folder. */
+function copyShim(folder: string, from: string = SHIM_DIR): void {
 	mkdirSync(folder, { recursive: true });
-	for (const name of readdirSync(SHIM_DIR)) {
-		if (name.endsWith(".ts") || name === "package.json") copyFileSync(join(SHIM_DIR, name), join(folder, name));
+	for (const entry of readdirSync(from, { withFileTypes: true })) {
+		if (entry.isDirectory()) copyShim(join(folder, entry.name), join(from, entry.name));
+		else if (entry.name.endsWith(".ts") || entry.name === "package.json") copyFileSync(join(from, entry.name), join(folder, entry.name));
 	}
 }
 

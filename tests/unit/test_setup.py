@@ -40,6 +40,7 @@ def test_without_a_terminal_setup_uses_flags_and_defaults_and_never_waits(tmp_pa
     assert (result["form"], result["extension"]) == ("copy", str(extension))
     assert "no `pi` command found" in result["note"]
     assert (extension / "index.ts").is_file() and (extension / "rpc-client.ts").is_file()
+    assert (extension / "pi-hindsight" / "index.ts").is_file()  # the entry, named as Pi shows it
     assert not (extension / "sidecar.json").exists()
     # sidecar.json lives in the state dir, where an upgrade of the files never replaces it.
     sidecar_file = agent / "hindsight" / "sidecar.json"
