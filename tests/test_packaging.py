@@ -52,6 +52,10 @@ def test_the_core_wheel_contains_no_stand_in_code(tmp_path: Path) -> None:
         scripts = wheel.read(entry_points).decode()
     modules = [n for n in names if n.endswith(".py")]
     assert "pi_hindsight/cli/main.py" in modules  # the build is the real package
+    # The Pi extension ships whole: its entry folder is the name Pi shows (pi-hindsight).
+    assert {"pi_hindsight/shim/package.json", "pi_hindsight/shim/pi-hindsight/index.ts"} <= set(
+        names
+    )
     assert [n for n in modules if "standin" in Path(n).stem or "/standin/" in n] == [
         "pi_hindsight/cli/standin_cmd.py"  # the thin command that runs the other package
     ]
