@@ -46,7 +46,7 @@ from pi_hindsight.engine.types import (
     VisibleContext,
 )
 from pi_hindsight.errors import BackendError, PiHindsightError
-from pi_hindsight.redaction import redact
+from pi_hindsight.redacting import redact
 from pi_hindsight.relevance import RelevanceBars
 from pi_hindsight.stores.catalog_lifecycle import Corrected
 
