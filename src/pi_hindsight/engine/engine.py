@@ -277,6 +277,8 @@ class MemoryEngine:
         registered — or ``error``, when preparing failed in a way nobody foresaw."""
         session = self._session
         memory = session.memory if session else VisibleContext()
+        # Read while recall runs: the corrections are needed only once records are back.
+        corrections = asyncio.ensure_future(self._corrected())
         try:
             delivery = await self._deliverer.prepare(
                 request,
@@ -284,7 +286,7 @@ class MemoryEngine:
                 self.settings,
                 memory,
                 off_reason=session.off_reason if session else "no session",
-                corrected=await self._corrected(),
+                corrected=corrections,
             )
         except asyncio.CancelledError:
             # The user aborted (or the host gave up): the request goes on without memory.
@@ -299,6 +301,8 @@ class MemoryEngine:
             delivery = self._failed(request, "error", f"preparing memory failed: {error!r}")
             notice = Notice("warning", f"memory unavailable for this request: {error}")
             return delivery.with_notices((notice, *await self._record(request, delivery)))
+        finally:
+            corrections.cancel()  # not awaited when no recall was made; harmless when done
         return delivery.with_notices(await self._record(request, delivery))
 
     async def startup_memo(self, request: UserRequest) -> Delivery:
