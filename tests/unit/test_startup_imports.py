@@ -38,7 +38,8 @@ host = pi_host(state)
 at_ready = sorted(sys.modules)
 params = {"protocolVersion": 1, "cwd": cwd, "sessionId": "probe", "hasUI": False}
 answer = asyncio.run(host.initialize(params))
-print(json.dumps({"ready": at_ready, "initialized": sorted(sys.modules), "enabled": answer["enabled"]}))
+loaded = {"ready": at_ready, "initialized": sorted(sys.modules), "enabled": answer["enabled"]}
+print(json.dumps(loaded))
 """
 
 

@@ -6,9 +6,10 @@ arrives, and how to shut down.
 
 stdout carries protocol messages only; logs go to stderr and ``<state dir>/logs/sidecar.log``.
 The sidecar announces ``ready`` before it imports the Hindsight client (~0.8 s) and the
-redaction tables; both are imported in a thread once the first request is answered, while the user
-is still typing (not earlier: that would slow ``initialize``, which Pi waits for). Malformed input gets a JSON-RPC error and
-the loop keeps serving; stdin EOF or SIGTERM ends it after a bounded flush.
+redaction tables; both are imported in a thread once the first request is answered, while the
+user is still typing (not earlier: that would slow ``initialize``, which Pi waits for).
+Malformed input gets a JSON-RPC error and the loop keeps serving; stdin EOF or SIGTERM ends it
+after a bounded flush.
 """
 
 from __future__ import annotations
