@@ -97,6 +97,8 @@ def _prepare(work: Path, base_url: str) -> tuple[Path, str, dict[str, str]]:
     )
     env = dict(os.environ, PI_HINDSIGHT_STATE_DIR=str(state), XDG_RUNTIME_DIR=str(run_dir))
     env["PI_HINDSIGHT_DAEMON_IDLE_S"] = "600"
+    # As on a user's machine: with the bytecode cache (a test environment may turn it off).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     _cli(env, "scope", "register", str(repo))
     return repo, bank, env
 
@@ -181,9 +183,9 @@ def _fresh(base_url: str, bank: str, query: str) -> tuple[float, float]:
     return (time.perf_counter() - started) * 1000, float(done.stdout.strip())
 
 
-def _bare(code: str) -> float:
+def _bare(code: str, env: dict[str, str]) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
     return (time.perf_counter() - started) * 1000
 
 
@@ -240,8 +242,8 @@ def run() -> None:
             recall = _recall_ms(env, prompt_id)
             ours.append(wall - recall)
             ours_recall.append(recall)
-        bare = [_bare("pass") for _ in range(15)]
-        hook_import = [_bare("import pi_hindsight.hosts.claude_code.hook") for _ in range(15)]
+        bare = [_bare("pass", env) for _ in range(15)]
+        hook_import = [_bare("import pi_hindsight.hosts.claude_code.hook", env) for _ in range(15)]
         report(ours, ours_recall, fresh, fresh_recall, bare, hook_import)
     finally:
         if env:

@@ -181,6 +181,9 @@ def _prepare(work: Path, base_url: str) -> tuple[Path, str, dict[str, str]]:
         json.dumps({"hindsight": {"baseUrl": base_url}, "banks": {"project": {"bankId": bank}}})
     )
     env = dict(os.environ, PI_HINDSIGHT_STATE_DIR=str(state))
+    # Start-up as on a user's machine: with the bytecode cache (a test environment may turn it
+    # off, and then every start compiles every module it imports, the more code the worse).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     _cli(env, "scope", "register", str(repo))
     return repo, bank, env
 
