@@ -17,10 +17,17 @@ Goal: ours ≤ 30 ms p50 added per hook. Runs against a local Hindsight it start
 memories so recalls find something. Prints medians (p50) and p90, and the ratio.
 
     .venv/bin/python bench/claude_code_hooks.py        # BENCH_HOOKS=40 by default
+
+``--baseline REV`` instead runs the hooks of git revision REV (checked out into a temporary
+worktree, with a daemon of its own) interleaved prompt by prompt with the current ones against
+the same server and bank, and prints both and their ratio: before and after in one run (the
+fresh-process reference is left out then).
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -97,6 +104,8 @@ def _prepare(work: Path, base_url: str) -> tuple[Path, str, dict[str, str]]:
     )
     env = dict(os.environ, PI_HINDSIGHT_STATE_DIR=str(state), XDG_RUNTIME_DIR=str(run_dir))
     env["PI_HINDSIGHT_DAEMON_IDLE_S"] = "600"
+    # As on a user's machine: with the bytecode cache (a test environment may turn it off).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     _cli(env, "scope", "register", str(repo))
     return repo, bank, env
 
@@ -181,9 +190,9 @@ def _fresh(base_url: str, bank: str, query: str) -> tuple[float, float]:
     return (time.perf_counter() - started) * 1000, float(done.stdout.strip())
 
 
-def _bare(code: str) -> float:
+def _bare(code: str, env: dict[str, str]) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
     return (time.perf_counter() - started) * 1000
 
 
@@ -240,14 +249,79 @@ def run() -> None:
             recall = _recall_ms(env, prompt_id)
             ours.append(wall - recall)
             ours_recall.append(recall)
-        bare = [_bare("pass") for _ in range(15)]
-        hook_import = [_bare("import pi_hindsight.hosts.claude_code.hook") for _ in range(15)]
+        bare = [_bare("pass", env) for _ in range(15)]
+        hook_import = [_bare("import pi_hindsight.hosts.claude_code.hook", env) for _ in range(15)]
         report(ours, ours_recall, fresh, fresh_recall, bare, hook_import)
     finally:
         if env:
             _stop_daemon(env)
         if not external:
             stop_server(server_state)
+
+
+def _added(env: dict[str, str], ids: list[tuple[str, float]]) -> tuple[list[float], list[float]]:
+    """Each hook's wall time minus its recall (from its evidence record), and the recalls."""
+    added: list[float] = []
+    recalls: list[float] = []
+    for prompt_id, wall in ids:
+        recall = _recall_ms(env, prompt_id)
+        added.append(wall - recall)
+        recalls.append(recall)
+    return added, recalls
+
+
+def run_against(baseline: Path, name: str) -> None:
+    """The current hooks and ``baseline``'s (its ``src``), interleaved (module doc)."""
+    from pi_hindsight.launcher import start_server, stop_server
+
+    work = Path(tempfile.mkdtemp(prefix="cc-hooks-bench-"))
+    server_state = work / "server"
+    external = os.environ.get("PI_HINDSIGHT_BENCH_SERVER_URL")
+    base_url = external or start_server(server_state, llm="offline").base_url
+    envs: list[dict[str, str]] = []
+    try:
+        repo, _bank, env = _prepare(work, base_url)
+        envs.append(env)
+        old_state, old_run = work / "state-baseline", work / "run-baseline"
+        old_state.mkdir()
+        old_run.mkdir(mode=0o700)
+        (old_state / "config.json").write_text((work / "state" / "config.json").read_text())
+        old_env = dict(
+            env,
+            PI_HINDSIGHT_STATE_DIR=str(old_state),
+            XDG_RUNTIME_DIR=str(old_run),
+            PYTHONPATH=str(baseline),
+        )
+        _cli(old_env, "scope", "register", str(repo))
+        envs.append(old_env)
+        session = str(uuid.uuid4())
+        _seed(env, repo, session)  # one bank: seeded once, recalled by both
+        for each in envs:
+            for index in range(5):  # warm up: daemon start, client import, bank check
+                _hook(each, repo, session, f"warm-{index}", QUERIES[index % len(QUERIES)])
+        ids: list[list[tuple[str, float]]] = [[], []]
+        for index in range(HOOKS):
+            query = QUERIES[index % len(QUERIES)]
+            for each, taken in zip(envs, ids, strict=True):
+                prompt_id = f"bench-{index}-{uuid.uuid4().hex[:8]}"
+                taken.append((prompt_id, _hook(each, repo, session, prompt_id, query)))
+        figures = [_added(each, taken) for each, taken in zip(envs, ids, strict=True)]
+    finally:
+        for each in envs:
+            _stop_daemon(each)
+        if not external:
+            stop_server(server_state)
+    print(f"Claude Code UserPromptSubmit hook, {HOOKS} prompts each, interleaved")
+    for label, (added, recalls) in zip(("current", f"baseline {name}"), figures, strict=True):
+        print(
+            f"  [{label}] added p50 {statistics.median(added):.1f} ms, p90 "
+            f"{percentile(added, 0.9):.1f} ms "
+            f"(recall itself p50 {statistics.median(recalls):.1f} ms)"
+        )
+    ratio = statistics.median(figures[0][0]) / statistics.median(figures[1][0])
+    print(f"  added, current / baseline (p50): {ratio:.2f}")
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    print(f"  load average during the run: {load} on {os.cpu_count()} cores")
 
 
 def report(
@@ -286,6 +360,19 @@ def report(
     print(f"  goal <= 30 ms p50 added: {verdict}")
 
 
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--baseline", metavar="REV", help="also measure this git revision")
+    options = parser.parse_args()
+    if options.baseline is None:
+        run()
+        return
+    from sidecar_latency import checkout  # bench/sidecar_latency.py: a temporary worktree
+
+    with contextlib.ExitStack() as stack:
+        run_against(stack.enter_context(checkout(options.baseline)), options.baseline)
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT / "src"))
-    run()
+    main()

@@ -4,7 +4,9 @@
     sidecar's pipes, minus the Hindsight recall call itself (timed inside the sidecar around the
     HTTP call and reported in the message details as ``recallMs``). Side by side, a direct recall
     with the official client from a warm process shows what the recall alone costs.
-(b) Cold start: spawn → ``ready`` line, against a bare ``python -c pass`` start in the same run.
+(b) Cold start: spawn → ``ready`` line, against a bare ``python -c pass`` start in the same run;
+    and spawn → ``initialize`` answered in the registered repository, which is what a Pi session
+    waits for before its first prompt (the shim awaits both, docs/shim.md).
 
 Targets (issue 2): added latency p50 ≤ 3 ms, ready ≤ 300 ms. Runs against a local Hindsight it
 starts itself (``--llm offline``), or ``PI_HINDSIGHT_BENCH_SERVER_URL`` if set. Prints medians.
@@ -45,27 +47,43 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def cold_start(env: dict[str, str]) -> tuple[list[float], list[float]]:
-    ready: list[float] = []
-    bare: list[float] = []
-    for _ in range(COLD_STARTS):
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
-        bare.append(time.perf_counter() - started)
-        started = time.perf_counter()
-        process = subprocess.Popen(
-            [sys.executable, "-m", "pi_hindsight", "serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-        )
-        assert process.stdout is not None and process.stdin is not None
-        process.stdout.readline()
-        ready.append(time.perf_counter() - started)
-        process.stdin.close()
-        process.wait(timeout=30)
-        process.stdout.close()
-    return ready, bare
+@dataclass
+class ColdStarts:
+    ready: list[float]
+    initialized: list[float]
+    bare: list[float]
+
+
+def cold_starts(envs: list[dict[str, str]], repo: Path) -> list[ColdStarts]:
+    """Each environment's cold starts, interleaved start by start (the same load for all)."""
+    figures = [ColdStarts([], [], []) for _ in envs]
+    for index in range(COLD_STARTS):
+        for env, cold in zip(envs, figures, strict=True):
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
+            cold.bare.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            process = subprocess.Popen(
+                [sys.executable, "-m", "pi_hindsight", "serve"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+            )
+            assert process.stdout is not None and process.stdin is not None
+            process.stdout.readline()
+            cold.ready.append(time.perf_counter() - started)
+            params = {"protocolVersion": 1, "cwd": str(repo), "sessionId": f"cold-{index}"}
+            request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+            line = json.dumps({**request, "params": {**params, "hasUI": False}})
+            process.stdin.write(line.encode() + b"\n")
+            process.stdin.flush()
+            while json.loads(process.stdout.readline()).get("id") != 1:
+                pass
+            cold.initialized.append(time.perf_counter() - started)
+            process.stdin.close()
+            process.wait(timeout=30)
+            process.stdout.close()
+    return figures
 
 
 async def direct_recalls(
@@ -163,6 +181,9 @@ def _prepare(work: Path, base_url: str) -> tuple[Path, str, dict[str, str]]:
         json.dumps({"hindsight": {"baseUrl": base_url}, "banks": {"project": {"bankId": bank}}})
     )
     env = dict(os.environ, PI_HINDSIGHT_STATE_DIR=str(state))
+    # Start-up as on a user's machine: with the bytecode cache (a test environment may turn it
+    # off, and then every start compiles every module it imports, the more code the worse).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     _cli(env, "scope", "register", str(repo))
     return repo, bank, env
 
@@ -223,9 +244,8 @@ def _measure(measured: list[Measured], repo: Path, queries: list[str]) -> None:
 class Figures:
     measured: list[Measured]
     direct: list[float]
-    ready: list[float]
-    bare: list[float]
-    old_ready: list[float] | None
+    cold: ColdStarts
+    old_cold: ColdStarts | None
 
 
 def run(baseline_src: Path | None, baseline_name: str | None) -> None:
@@ -246,18 +266,21 @@ def run(baseline_src: Path | None, baseline_name: str | None) -> None:
         _measure(measured, repo, queries)
         scope_tags = ["project:example.com/bench/repo"]
         direct = asyncio.run(direct_recalls(base_url, bank, scope_tags, queries))
-        ready, bare = cold_start(env)
-        old_ready = (
-            None if baseline_src is None else cold_start(dict(env, PYTHONPATH=str(baseline_src)))[0]
-        )
+        envs = [env]
+        if baseline_src is not None:
+            old_state = str(work / "state-baseline")
+            envs.append(dict(env, PYTHONPATH=str(baseline_src), PI_HINDSIGHT_STATE_DIR=old_state))
+        cold, *old = cold_starts(envs, repo)
+        old_cold = old[0] if old else None
     finally:
         if not external:
             stop_server(server_state)
-    report(Figures(measured, direct, ready, bare, old_ready), baseline_name)
+    report(Figures(measured, direct, cold, old_cold), baseline_name)
 
 
 def report(figures: Figures, baseline_name: str | None) -> None:
-    measured, direct, ready, bare = figures.measured, figures.direct, figures.ready, figures.bare
+    measured, direct = figures.measured, figures.direct
+    ready, bare, initialized = figures.cold.ready, figures.cold.bare, figures.cold.initialized
     ms = 1000.0
     print(f"requests: {REQUESTS} per sidecar (each the first of a fresh session)")
     for each in measured:
@@ -284,11 +307,17 @@ def report(figures: Figures, baseline_name: str | None) -> None:
         f"(bare python start p50 {statistics.median(bare) * ms:.1f} ms, "
         f"ratio {statistics.median(ready) / statistics.median(bare):.1f}x)   (target <= 300 ms)"
     )
-    if figures.old_ready:
-        old = statistics.median(figures.old_ready)
+    print(f"cold start to initialized   p50 {statistics.median(initialized) * ms:7.1f} ms")
+    if figures.old_cold:
+        old = statistics.median(figures.old_cold.ready)
         print(
             f"cold start, baseline {baseline_name} p50 {old * ms:7.1f} ms"
             f"  (current / baseline {statistics.median(ready) / old:.2f})"
+        )
+        old_init = statistics.median(figures.old_cold.initialized)
+        print(
+            f"to initialized, baseline {baseline_name} p50 {old_init * ms:7.1f} ms"
+            f"  (current / baseline {statistics.median(initialized) / old_init:.2f})"
         )
 
 

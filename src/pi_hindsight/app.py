@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pi_hindsight.backend import MemoryBackend, open_backend
 from pi_hindsight.config import LoadedConfig, Settings, load_config
@@ -22,6 +23,9 @@ from pi_hindsight.engine.retaining import Retainer
 from pi_hindsight.engine.types import HostFacts
 from pi_hindsight.identity import resolve_identity
 from pi_hindsight.paths import state_dir as default_state_dir
+
+if TYPE_CHECKING:
+    from pi_hindsight.hosts.pi.host import PiHost
 
 # Notes written from a terminal (`pi-hindsight memory retain …`) are the CLI's own documents.
 CLI_HOST = HostFacts(name="cli", label="pi-hindsight command-line")
@@ -100,15 +104,18 @@ def build_engine(
     )
 
 
-def serve_pi(state_dir: Path | None = None) -> None:
-    """``pi-hindsight serve``: the Pi host over the JSON-RPC stdio transport."""
+def pi_host(state_dir: Path) -> PiHost:
+    """The sidecar's dispatcher: the Pi host over one engine."""
     from pi_hindsight.hosts.pi.host import PiHost  # noqa: PLC0415 - the sidecar's own wiring
     from pi_hindsight.hosts.pi.naming import PI_HOST  # noqa: PLC0415
     from pi_hindsight.hosts.pi.session_file import read_visible_context  # noqa: PLC0415
+
+    return PiHost(build_engine(PI_HOST, state_dir, context_reader=read_visible_context))
+
+
+def serve_pi(state_dir: Path | None = None) -> None:
+    """``pi-hindsight serve``: the Pi host over the JSON-RPC stdio transport."""
     from pi_hindsight.rpc.sidecar import run  # noqa: PLC0415
 
     directory = default_state_dir() if state_dir is None else state_dir
-    run(
-        directory,
-        lambda: PiHost(build_engine(PI_HOST, directory, context_reader=read_visible_context)),
-    )
+    run(directory, lambda: pi_host(directory))

@@ -46,7 +46,7 @@ from pi_hindsight.engine.types import (
     VisibleContext,
 )
 from pi_hindsight.errors import BackendError, PiHindsightError
-from pi_hindsight.redaction import redact
+from pi_hindsight.redacting import redact
 from pi_hindsight.relevance import RelevanceBars
 from pi_hindsight.stores.catalog_lifecycle import Corrected
 
@@ -258,8 +258,9 @@ class Deliverer:
         memory: VisibleContext,
         *,
         off_reason: str | None,
-        corrected: Corrected | None = None,
+        corrected: Awaitable[Corrected | None] | None = None,
     ) -> Delivery:
+        """``corrected``: the corrections in force, awaited once the records are back."""
         started = time.perf_counter()
         base = DeliveryDetails(request_id=request.request_id)
         if scope is None:
@@ -293,12 +294,15 @@ class Deliverer:
             )
             delivery = _outcome("backend_unavailable", details, reason=str(failure))
             return delivery.with_notices(self.connection.note(failure))
-        if corrected and fetched.project:
-            fetched.project, fetched.corrected = hold_back(fetched.project, corrected)
-        if corrected:
-            _hold_back_from_memo(fetched, corrected)
+        waiting = time.perf_counter()
+        corrections = None if corrected is None else await corrected
+        waited = time.perf_counter() - waiting  # ours, not recall's: not in recall_ms
+        if corrections and fetched.project:
+            fetched.project, fetched.corrected = hold_back(fetched.project, corrections)
+        if corrections:
+            _hold_back_from_memo(fetched, corrections)
         _hold_back_irrelevant(fetched, scope, settings)
-        recall_ms = round((time.perf_counter() - started) * 1000, 1)
+        recall_ms = round((time.perf_counter() - started - waited) * 1000, 1)
         notices = self.connection.note(None) if not fetched.errors else ()
         delivery = self._compose(
             scope, settings, memory, fetched, details, host_frames=request.host_states_framing

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.config import LoadedConfig, Settings
@@ -34,19 +35,7 @@ from pi_hindsight.engine.recording import EvidenceRecorder
 from pi_hindsight.engine.render import FRAMING
 from pi_hindsight.engine.retaining import Retainer
 from pi_hindsight.engine.scope import Scope
-from pi_hindsight.engine.seeding import Seeder
 from pi_hindsight.engine.sessions import Session
-from pi_hindsight.engine.status import (
-    BackendStatus,
-    ConfigStatus,
-    EngineStatus,
-    RecallStatus,
-    ScopeStatus,
-    evidence_status,
-    identity_fields,
-    lifecycle_counts,
-    outbox_status,
-)
 from pi_hindsight.engine.types import (
     CompletedTurn,
     Delivery,
@@ -64,6 +53,10 @@ from pi_hindsight.identity import resolve_identity
 from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.catalog_lifecycle import Corrected
 from pi_hindsight.stores.runner import run_store
+
+if TYPE_CHECKING:  # loaded when first used: seeding and status are no session's start (issue 19)
+    from pi_hindsight.engine.seeding import Seeder
+    from pi_hindsight.engine.status import EngineStatus
 
 logger = logging.getLogger(__name__)
 
@@ -284,6 +277,8 @@ class MemoryEngine:
         registered — or ``error``, when preparing failed in a way nobody foresaw."""
         session = self._session
         memory = session.memory if session else VisibleContext()
+        # Read while recall runs: the corrections are needed only once records are back.
+        corrections = asyncio.ensure_future(self._corrected())
         try:
             delivery = await self._deliverer.prepare(
                 request,
@@ -291,7 +286,7 @@ class MemoryEngine:
                 self.settings,
                 memory,
                 off_reason=session.off_reason if session else "no session",
-                corrected=await self._corrected(),
+                corrected=corrections,
             )
         except asyncio.CancelledError:
             # The user aborted (or the host gave up): the request goes on without memory.
@@ -306,6 +301,8 @@ class MemoryEngine:
             delivery = self._failed(request, "error", f"preparing memory failed: {error!r}")
             notice = Notice("warning", f"memory unavailable for this request: {error}")
             return delivery.with_notices((notice, *await self._record(request, delivery)))
+        finally:
+            corrections.cancel()  # not awaited when no recall was made; harmless when done
         return delivery.with_notices(await self._record(request, delivery))
 
     async def startup_memo(self, request: UserRequest) -> Delivery:
@@ -354,7 +351,8 @@ class MemoryEngine:
         if session is not None:
             session.last_outcome, session.last_reason = delivery.outcome, delivery.reason
         session_file = session.info.session_file if session else None
-        return await self.recorder.prepared(request, delivery, session_file)
+        self.recorder.prepared(request, delivery, session_file)  # written after the answer
+        return self.recorder.take_notices()
 
     async def memory_attached(self, request_id: str) -> None:
         await self.recorder.attached(request_id)
@@ -426,6 +424,8 @@ class MemoryEngine:
             )
         if not self.settings.project_recall:
             raise ScopeError(f"profile {self.settings.profile} has no project bank to seed")
+        from pi_hindsight.engine.seeding import Seeder  # noqa: PLC0415 - on demand (issue 19)
+
         return Seeder(
             scope=scope,
             identity=resolution.identity,
@@ -460,6 +460,18 @@ class MemoryEngine:
     # -- status ----------------------------------------------------------------------------
 
     async def status(self) -> EngineStatus:
+        from pi_hindsight.engine.status import (  # noqa: PLC0415 - on demand (issue 19)
+            BackendStatus,
+            ConfigStatus,
+            EngineStatus,
+            RecallStatus,
+            ScopeStatus,
+            evidence_status,
+            identity_fields,
+            lifecycle_counts,
+            outbox_status,
+        )
+
         session = self._session
         scope = self.scope()
         settings = self.settings

@@ -1,8 +1,16 @@
 """Evidence recording, behind the one policy of R-EVID-5: a failure to record never stops the
-conversation. It is logged, it warns once (a notice for the host), and ``status`` shows it."""
+conversation. It is logged, it warns once (a notice for the host), and ``status`` shows it.
+
+A request's record is written after its answer (issues 17 and 19): it is queued on the store
+thread when the memory is ready and the host answers at once, without waiting for the write
+(an fsync). Queued there, it is written before anything queued after it (the request's
+``attached`` and ``confirmed`` marks, closing the stores at shutdown). A write that fails warns
+with the next request's notices.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
@@ -17,7 +25,7 @@ from pi_hindsight.stores.evidence import (
     MemoInfo,
     PreparedRecord,
 )
-from pi_hindsight.stores.runner import run_store
+from pi_hindsight.stores.runner import run_store, submit_store
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +100,8 @@ class EvidenceRecorder:
     def __init__(self, state: LocalState) -> None:
         self._state = state
         self.last_error: str | None = None
+        self._writing: set[asyncio.Future[StateError | None]] = set()
+        self._notices: list[Notice] = []  # from writes that failed after their answer
 
     @property
     def ledger(self) -> EvidenceLedger | None:
@@ -108,11 +118,45 @@ class EvidenceRecorder:
             return self._failed(error)
         return ()
 
-    async def prepared(
-        self, request: UserRequest, delivery: Delivery, session_file: str | None
-    ) -> tuple[Notice, ...]:
-        record = prepared_record(request, delivery, session_file)
-        return await self._call(lambda ledger: ledger.record_prepared(record))
+    def prepared(self, request: UserRequest, delivery: Delivery, session_file: str | None) -> None:
+        """Queue the request's record on the store thread and return at once (module doc)."""
+        ledger = self._state.evidence
+        if ledger is None:
+            return
+
+        def write() -> StateError | None:
+            try:
+                ledger.record_prepared(prepared_record(request, delivery, session_file))
+            except StateError as error:
+                return error
+            return None
+
+        future = submit_store(write)
+        self._writing.add(future)
+        future.add_done_callback(self._written)
+
+    def _written(self, future: asyncio.Future[StateError | None]) -> None:
+        self._writing.discard(future)
+        if future.cancelled():
+            return
+        failure = future.exception()
+        if failure is not None:  # not a store error: a bug, logged with its traceback
+            logger.error("evidence not recorded", exc_info=failure)
+            error: StateError | None = StateError(f"recording failed: {failure!r}")
+        else:
+            error = future.result()
+        if error is not None:
+            self._notices.extend(self._failed(error))
+
+    def take_notices(self) -> tuple[Notice, ...]:
+        """Warnings of records that failed since the last call (for the next answer)."""
+        taken, self._notices = tuple(self._notices), []
+        return taken
+
+    async def flush(self) -> None:
+        """Wait until every queued record is written (or has failed)."""
+        if self._writing:
+            await asyncio.wait(set(self._writing))
 
     async def attached(
         self, request_id: str, *, entry_id: str | None = None, session_file: str | None = None

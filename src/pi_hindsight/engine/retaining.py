@@ -25,7 +25,7 @@ from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.transcript import ToolPolicy, render_turn
 from pi_hindsight.engine.types import CompletedTurn, HostFacts
 from pi_hindsight.errors import StateError
-from pi_hindsight.redaction import redact
+from pi_hindsight.redacting import redact
 from pi_hindsight.stores.outbox_items import RetainRequest
 from pi_hindsight.stores.runner import run_store
 

@@ -39,7 +39,7 @@ from pi_hindsight.engine.transcript import ToolPolicy, TurnMessage, render_turn
 from pi_hindsight.engine.types import HostFacts
 from pi_hindsight.errors import BackendError, PiHindsightError, ScopeError
 from pi_hindsight.identity import ProjectIdentity
-from pi_hindsight.redaction import redact
+from pi_hindsight.redacting import redact
 from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.outbox import Outbox
 from pi_hindsight.stores.outbox_items import RetainRequest

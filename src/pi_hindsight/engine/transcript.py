@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pi_hindsight.redaction import redact
+from pi_hindsight.redacting import redact
 
 Role = Literal["user", "assistant", "tool_call", "tool_result"]
 ToolCalls = Literal["omit", "name", "arguments"]

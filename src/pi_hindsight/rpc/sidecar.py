@@ -5,9 +5,11 @@ It knows no engine: a *dispatcher* (``hosts/pi/host.py`` ``PiHost`` for Pi, buil
 arrives, and how to shut down.
 
 stdout carries protocol messages only; logs go to stderr and ``<state dir>/logs/sidecar.log``.
-The sidecar announces ``ready`` before it imports the Hindsight client (~0.8 s), which is then
-warmed up in a thread while the user is still typing. Malformed input gets a JSON-RPC error and
-the loop keeps serving; stdin EOF or SIGTERM ends it after a bounded flush.
+The sidecar announces ``ready`` before it imports the Hindsight client (~0.8 s) and the
+redaction tables; both are imported in a thread once the first request is answered, while the
+user is still typing (not earlier: that would slow ``initialize``, which Pi waits for).
+Malformed input gets a JSON-RPC error and the loop keeps serving; stdin EOF or SIGTERM ends it
+after a bounded flush.
 """
 
 from __future__ import annotations
@@ -39,15 +41,17 @@ _MAX_LINE_BYTES = 64 * 1024 * 1024  # one agent_end can carry large tool output
 _MAX_QUEUED_BYTES = 64 * 1024 * 1024
 _MAX_QUEUED_LINES = 1_024
 MAX_IN_FLIGHT = 64
-_BACKEND_MODULE = "pi_hindsight.backend.hindsight"
+# Imported ahead by the warm-up thread: what the first prompt needs and no session's start does.
+WARM_UP_MODULES = ("pi_hindsight.backend.hindsight", "pi_hindsight.redaction")
 
 
 def _warm_up() -> None:
-    """Import the Hindsight client off the loop (no connection is made by importing)."""
-    try:
-        importlib.import_module(_BACKEND_MODULE)
-    except ImportError:  # pragma: no cover - reported when the backend is first used
-        logger.exception("cannot import the Hindsight client")
+    """Import what the first prompt needs off the loop (no connection is made by importing)."""
+    for name in WARM_UP_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # pragma: no cover - reported when the module is first used
+            logger.exception("cannot import %s", name)
 
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
@@ -125,6 +129,12 @@ class Sidecar:
         self._stopping = asyncio.Event()
         self.shutdown_bound_s = shutdown_bound_s
         self._shutting_down = False
+        self._warming = False
+
+    def _warm_up_once(self) -> None:
+        if not self._warming:
+            self._warming = True
+            threading.Thread(target=_warm_up, name="warm-up", daemon=True).start()
 
     def send(self, message: dict[str, Any]) -> None:
         try:
@@ -167,6 +177,7 @@ class Sidecar:
                 self._tasks.pop(request.id, None)
         if request.id is not None and answer is not None:
             self.send(answer)
+        self._warm_up_once()
 
     def handle_line(self, line: bytes) -> None:
         if not line.strip():
@@ -249,7 +260,6 @@ class Sidecar:
                 "pid": os.getpid(),
             },
         )
-        threading.Thread(target=_warm_up, name="warm-up", daemon=True).start()
         stop_task = asyncio.create_task(self._stopping.wait())
         while not self._stopping.is_set():
             get_task = asyncio.create_task(inbox.queue.get())

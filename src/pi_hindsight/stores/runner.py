@@ -7,6 +7,7 @@ connection is only ever used by one thread at a time, so no transaction of one c
 interleave with another's.
 
     result = await run_store(outbox.enqueue, request)
+    queued = submit_store(ledger.record, row)  # queued now, awaited later (or never)
 """
 
 from __future__ import annotations
@@ -39,3 +40,10 @@ async def run_store(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs)
     """Run ``function(*args, **kwargs)`` on the store thread and return its result."""
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_store_thread(), functools.partial(function, *args, **kwargs))
+
+
+def submit_store(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> asyncio.Future[T]:
+    """Queue ``function(*args, **kwargs)`` on the store thread now, without waiting for it: the
+    call runs after every store call queued before it and before every one queued after it."""
+    loop = asyncio.get_running_loop()
+    return loop.run_in_executor(_store_thread(), functools.partial(function, *args, **kwargs))

@@ -4,15 +4,17 @@ the memo cache and the status."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.config import Settings
 from pi_hindsight.engine.scope import Scope
-from pi_hindsight.engine.status import EngineStatus
 from pi_hindsight.engine.types import HostFacts
 from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.tools.specs import ToolInputError
+
+if TYPE_CHECKING:
+    from pi_hindsight.engine.status import EngineStatus
 
 
 class ToolContext(Protocol):

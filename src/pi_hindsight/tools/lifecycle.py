@@ -21,7 +21,7 @@ from pi_hindsight.engine.memo import memo_id
 from pi_hindsight.engine.render import record_key
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, Scope
 from pi_hindsight.errors import BackendError
-from pi_hindsight.redaction import redact
+from pi_hindsight.redacting import redact
 from pi_hindsight.stores.catalog_lifecycle import CorrectionRecord
 from pi_hindsight.stores.runner import run_store
 from pi_hindsight.tools import memo

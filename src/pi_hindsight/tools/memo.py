@@ -4,14 +4,16 @@ and ``refresh_memo`` (accepted is not completed: the operation id comes back at 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pi_hindsight.engine.memo import create_memo, memo_id
-from pi_hindsight.engine.status import EngineStatus
 from pi_hindsight.errors import BackendError
 from pi_hindsight.stores.runner import run_store
 from pi_hindsight.tools.context import ToolContext, require_scope
 from pi_hindsight.tools.specs import MemoryArgs, ToolInputError, ToolResult, bounded
+
+if TYPE_CHECKING:
+    from pi_hindsight.engine.status import EngineStatus
 
 MEMO_REFRESH = "memo-refresh"
 

@@ -215,6 +215,7 @@ def _import_client() -> None:
         importlib.import_module("hindsight_client")
     except ImportError as error:  # reported where the backend is created
         logger.warning("the Hindsight client cannot be imported: %s", error)
+    importlib.import_module("pi_hindsight.redaction")  # loaded on first use otherwise
 
 
 def _configure_logging(state_dir: Path) -> None:

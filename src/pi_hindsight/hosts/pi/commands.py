@@ -5,18 +5,18 @@ right after consent). Each has a CLI twin."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pi_hindsight.engine.engine import MemoryEngine
-from pi_hindsight.engine.seeding import describe_plan
-from pi_hindsight.engine.status import describe_status
 from pi_hindsight.engine.types import Notice
 from pi_hindsight.errors import NoSession, PiHindsightError, RpcError
-from pi_hindsight.hosts.pi.seed_sessions import PiSessions, earlier_sessions
 from pi_hindsight.hosts.pi.wire import CommandResult, CommandSpecWire, ConfirmRequestWire, Level
 from pi_hindsight.paths import pi_agent_dir
 from pi_hindsight.rpc.protocol import INVALID_PARAMS
 from pi_hindsight.stores.runner import run_store
+
+if TYPE_CHECKING:  # seeding and status load on first use: no session's start needs them
+    from pi_hindsight.hosts.pi.seed_sessions import PiSessions
 
 
 def _say(text: str, level: Level = "info", status_line: str | None = None) -> CommandResult:
@@ -81,6 +81,8 @@ class PiCommands:
             return _say(f"/{name} failed: {error.describe()}", "error")
 
     async def _status(self, args: str, accepted: bool | None) -> CommandResult:
+        from pi_hindsight.engine.status import describe_status  # noqa: PLC0415 - on demand
+
         status = await self.engine.status()
         return _say(describe_status(status), status_line=self.engine.status_line())
 
@@ -211,6 +213,8 @@ class PiCommands:
     # -- seeding ---------------------------------------------------------------------------
 
     def _sessions(self) -> PiSessions:
+        from pi_hindsight.hosts.pi.seed_sessions import PiSessions  # noqa: PLC0415 - on demand
+
         session = self.engine.session
         # The asking session is retained live from now on: never seeded as well.
         exclude = () if session is None else (session.info.session_id,)
@@ -225,6 +229,8 @@ class PiCommands:
         seeder = await self.engine.seeder()
         sessions = self._sessions() if want_sessions else None
         plan = await seeder.plan(sessions=sessions, git=want_git)
+        from pi_hindsight.engine.seeding import describe_plan  # noqa: PLC0415 - on demand
+
         text = "\n".join(describe_plan(plan))
         if accepted is False:
             return _say("seeding cancelled: nothing was sent")
@@ -257,6 +263,8 @@ async def seed_offer(engine: MemoryEngine) -> Notice | None:
     session = engine.session
     if session is None or not session.info.has_ui or engine.scope() is None:
         return None
+    from pi_hindsight.hosts.pi.seed_sessions import earlier_sessions  # noqa: PLC0415
+
     try:
         seeder = await engine.seeder()
         agent_dir = pi_agent_dir()
