@@ -191,6 +191,12 @@ class RetainSettings(_Model):
     # each truncated to toolResultMaxChars).
     tool_results: Literal["omit", "errors", "all"] = Field(default="omit", alias="toolResults")
     tool_result_max_chars: int = Field(default=1_000, alias="toolResultMaxChars", ge=100, le=20_000)
+    # Cost (docs/operations.md, "Cost"): requests that carry no knowledge are not sent
+    # (engine/trivial.py); over this many model tokens in 24 h, automatic retain pauses.
+    skip_trivial: StrictBool = Field(default=True, alias="skipTrivial")
+    daily_token_budget: int | None = Field(
+        default=None, alias="dailyTokenBudget", ge=1, le=10_000_000_000
+    )
 
 
 class UserRetainSettings(_Model):

@@ -27,6 +27,7 @@ from pathlib import Path
 from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.config import LoadedConfig, Settings
 from pi_hindsight.engine import sessions
+from pi_hindsight.engine.budget import BudgetGate, read_pause
 from pi_hindsight.engine.connection import BackendFactory, HindsightConnection
 from pi_hindsight.engine.delivery import Deliverer
 from pi_hindsight.engine.local_state import LocalState, with_catalog_hint
@@ -59,6 +60,7 @@ from pi_hindsight.engine.types import (
     UserRequest,
     VisibleContext,
 )
+from pi_hindsight.engine.usage import STATUS_TIMEOUT_S, LastDay, last_day
 from pi_hindsight.errors import NoSession, PiHindsightError, ScopeError
 from pi_hindsight.identity import resolve_identity
 from pi_hindsight.stores.catalog import Catalog
@@ -269,6 +271,9 @@ class MemoryEngine:
                 return "memory: off (disabled)"
             return "memory: off (not registered)"
         state = "" if self.connection.healthy is not False else " · backend unavailable"
+        worker = self.retainer.worker
+        if worker is not None and worker.paused_by is not None:
+            state += " · retain paused by budget (/hindsight)"
         return f"memory: {scope.scope_id}{state}"
 
     # -- requests --------------------------------------------------------------------------
@@ -446,8 +451,30 @@ class MemoryEngine:
     async def _start_worker(self) -> None:
         if not self._passive:
             await self.retainer.start_worker(
-                self._worker_backend, timeout_s=self.settings.timeout_ms / 1000
+                self._worker_backend,
+                timeout_s=self.settings.timeout_ms / 1000,
+                gate=self._budget_gate(),
             )
+
+    def _budget_gate(self) -> BudgetGate | None:
+        scope, budget = self.scope(), self.settings.retain.daily_token_budget
+        if scope is None or budget is None:
+            return None
+        return BudgetGate(
+            self.state_dir,
+            bank=scope.bank_id,
+            budget=budget,
+            backend=self._worker_backend,
+            timeout_s=min(STATUS_TIMEOUT_S, self.settings.timeout_ms / 1000),
+        )
+
+    def retain_paused(self) -> str | None:
+        """Why automatic retain is paused in this scope (the token budget), or None."""
+        scope = self.scope()
+        if scope is None or self.settings.retain.daily_token_budget is None:
+            return None
+        pause = read_pause(self.state_dir, scope.bank_id)
+        return None if pause is None else pause.describe()
 
     async def shutdown(self, bound_s: float) -> dict[str, int]:
         """Submit what is ready within ``bound_s``; the rest stays in the outbox for later."""
@@ -459,7 +486,8 @@ class MemoryEngine:
 
     # -- status ----------------------------------------------------------------------------
 
-    async def status(self) -> EngineStatus:
+    async def status(self, *, spend: bool = True) -> EngineStatus:
+        """``spend``: ask the server for the bank's last 24 hours of model spend (bounded)."""
         session = self._session
         scope = self.scope()
         settings = self.settings
@@ -496,4 +524,16 @@ class MemoryEngine:
             evidence=evidence,
             set_aside=await self.state.open_set_asides(),
             lifecycle=await run_store(lifecycle_counts, self.state.catalog, scope),
+            spend=await self._last_day(scope) if spend else None,
+            retain_paused=self.retain_paused(),
         )
+
+    async def _last_day(self, scope: Scope | None) -> LastDay | None:
+        if scope is None:
+            return None
+        try:
+            backend = await self.backend()
+        except PiHindsightError as error:
+            return LastDay(scope.bank_id, None, str(error))
+        timeout = min(STATUS_TIMEOUT_S, self.settings.timeout_ms / 1000)
+        return await last_day(backend, scope.bank_id, timeout=timeout)

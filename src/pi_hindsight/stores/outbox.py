@@ -39,7 +39,9 @@ from typing import Any, Literal
 from pi_hindsight.backend.records import RetainItem
 from pi_hindsight.stores.outbox_items import RetainRequest, decode_item, encode_item
 from pi_hindsight.stores.outbox_restore import RestoreResult, restore_rows
+from pi_hindsight.stores import outbox_skipped
 from pi_hindsight.stores.outbox_schema import SCHEMA
+from pi_hindsight.stores.outbox_skipped import SkippedRequest
 from pi_hindsight.stores.sqlite import (
     SetAside,
     StoreConnection,
@@ -219,6 +221,16 @@ class Outbox:
                 if row is not None:
                     return str(row[0])
         return item_id
+
+    def record_skipped(self, skipped: SkippedRequest) -> None:
+        """A request not sent because it carries no knowledge (``outbox_skipped.py``)."""
+        self._follow_live_file()
+        with translated_errors("outbox", self.path):
+            outbox_skipped.record(self._connection, skipped)
+
+    def skipped(self, limit: int = 50) -> list[SkippedRequest]:
+        with translated_errors("outbox", self.path):
+            return outbox_skipped.listed(self._connection, limit)
 
     # -- leases ----------------------------------------------------------------------------
 
