@@ -10,9 +10,12 @@ sentence in it can state a fact:
   ran. A sentence outside that list — any statement at all — keeps the request.
 - ``aborted``: the same, for a request the user aborted (an aborted request whose prompt says
   something is retained: the prompt may carry a fact).
-- ``memory tools only``: every tool call was one of our memory tools (``hindsight_*``) and every
-  user sentence is a question or a pleasantry. The answer then repeats what memory returned, which
-  is stored already; a user who states something in such a request keeps it.
+- ``memory tools only``: every tool call was one of our memory tools (``hindsight_*``) and the
+  user only asked memory something: every word of the user's text is a pleasantry or a word of
+  asking ("what do you remember about …"), but for at most one topic word ("the cache"). A fact
+  needs at least two words of its own (a subject and what is said of it), so a user who states
+  something in such a request keeps it. The answer then repeats what memory returned, which is
+  stored already.
 
 The rules are conservative by construction; ``tests/property/test_trivial_property.py`` checks
 over generated turns that no request with a stated project fact is skipped.
@@ -34,9 +37,20 @@ _PLEASANTRY_WORDS = frozenset(
     do please pls that's thats it works worked done alright right welcome you're youre glad
     to help happy anytime let me know if need anything else any more questions just more
     much very so all set sorry my bad np problem hi hello hey bye again lol haha wow amazing
-    looks looking that
+    looks looking that understood noted will
     """.split()
 )
+# Words of asking memory something; with the pleasantries, what a recall question is made of.
+_ASKING_WORDS = _PLEASANTRY_WORDS | frozenset(
+    """
+    what what's whats why how when where who which whose do does did is are was were can could
+    should would will you we i me us our my your the a an of in on for about any anything
+    something there remember recall know knew memory memories say said says stored notes note
+    decide decided tell show find search look up from with this it its have has had be been
+    last time before previously earlier check see whether or
+    """.split()
+)
+_MAX_TOPIC_WORDS = 1
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _WORD = re.compile(r"[a-z']+|\d+|\S")
 _MAX_PLEASANTRY_WORDS = 12
@@ -54,19 +68,23 @@ def _sentences(text: str) -> list[str]:
 
 def is_pleasantry(sentence: str) -> bool:
     """A sentence made only of pleasantry words (and punctuation or emoji), and short."""
-    words = [w for w in _WORD.findall(sentence.lower()) if w[0].isalnum() or w[0] == "'"]
-    if len(words) > _MAX_PLEASANTRY_WORDS:
-        return False
-    return all(word.strip("'") in _PLEASANTRY_WORDS for word in words if word.strip("'"))
+    words = _words(sentence)
+    return len(words) <= _MAX_PLEASANTRY_WORDS and all(w in _PLEASANTRY_WORDS for w in words)
 
 
 def _says_nothing(text: str) -> bool:
     return all(is_pleasantry(sentence) for sentence in _sentences(text))
 
 
+def _words(text: str) -> list[str]:
+    found = (w.strip("'") for w in _WORD.findall(text.lower()) if w[0].isalnum() or w[0] == "'")
+    return [w for w in found if w]
+
+
 def _asks_only(text: str) -> bool:
-    """Every sentence is a question or a pleasantry: nothing is stated."""
-    return all(s.endswith("?") or is_pleasantry(s) for s in _sentences(text))
+    """Only asks memory something: asking words and at most one topic word; nothing stated."""
+    topic = [word for word in _words(text) if word not in _ASKING_WORDS]
+    return len(topic) <= _MAX_TOPIC_WORDS
 
 
 def classify(messages: Sequence[TurnMessage], *, aborted: bool = False) -> Skip | None:
