@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from pydantic_core import PydanticCustomError
 
+from pi_hindsight.config_cost import RetainCostSettings
 from pi_hindsight.config_display import (
     config_notices,
     display_url,
@@ -180,7 +181,7 @@ class MemoSettings(_Model):
     )
 
 
-class RetainSettings(_Model):
+class RetainSettings(_Model, RetainCostSettings):  # skipTrivial, dailyTokenBudget
     enabled: StrictBool = True
     # What of a request's tool traffic is retained (docs/operations.md, "Outbox"). The memory
     # tools' own calls and results (``hindsight_*``) are never retained, whatever these say.
@@ -191,12 +192,6 @@ class RetainSettings(_Model):
     # each truncated to toolResultMaxChars).
     tool_results: Literal["omit", "errors", "all"] = Field(default="omit", alias="toolResults")
     tool_result_max_chars: int = Field(default=1_000, alias="toolResultMaxChars", ge=100, le=20_000)
-    # Cost (docs/operations.md, "Cost"): requests that carry no knowledge are not sent
-    # (engine/trivial.py); over this many model tokens in 24 h, automatic retain pauses.
-    skip_trivial: StrictBool = Field(default=True, alias="skipTrivial")
-    daily_token_budget: int | None = Field(
-        default=None, alias="dailyTokenBudget", ge=1, le=10_000_000_000
-    )
 
 
 class UserRetainSettings(_Model):
