@@ -65,8 +65,10 @@ def test_usage_matches_the_models_own_log_and_status_carries_the_day(
     repo = make_repo(tmp_path / "spend", "https://example.com/team/spend.git")
     pi_world.register(repo)
     marker = f"Quasar{uuid.uuid4().hex[:8]}"
-    prompts = [f"The {marker} {name} service listens on port {port}." for name, port in
-               (("billing", 8081), ("search", 8082), ("auth", 8083))]
+    prompts = [
+        f"The {marker} {name} service listens on port {port}."
+        for name, port in (("billing", 8081), ("search", 8082), ("auth", 8083))
+    ]
     for prompt in prompts:
         pi_world.run(repo, prompt)
     pi_world.drain()

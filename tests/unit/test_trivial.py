@@ -25,13 +25,25 @@ def _turn(user: str, assistant: str = "", tools: tuple[str, ...] = ()) -> list[T
     [
         ("thanks!", "You're welcome!", (), "acknowledgement"),
         ("ok, go ahead", "", (), "acknowledgement"),
-        ("Perfect, thank you 👍", "Glad to help. Let me know if you need anything else.", (), "acknowledgement"),
+        (
+            "Perfect, thank you 👍",
+            "Glad to help. Let me know if you need anything else.",
+            (),
+            "acknowledgement",
+        ),
         ("", "", ("bash",), "empty"),
         ("", "", (), "empty"),
-        ("what do you remember about the cache?", "Memory says the cache is Redis.", ("hindsight_memory",), "memory tools only"),
+        (
+            "what do you remember about the cache?",
+            "Memory says the cache is Redis.",
+            ("hindsight_memory",),
+            "memory tools only",
+        ),
     ],
 )
-def test_trivial_requests_are_named(user: str, assistant: str, tools: tuple[str, ...], reason: str) -> None:
+def test_trivial_requests_are_named(
+    user: str, assistant: str, tools: tuple[str, ...], reason: str
+) -> None:
     skip = classify(_turn(user, assistant, tools))
     assert skip is not None and skip.reason == reason
 
@@ -41,7 +53,11 @@ def test_trivial_requests_are_named(user: str, assistant: str, tools: tuple[str,
     [
         ("thanks", "Done: the build now uses port 8080.", ()),
         ("ok", "", ("bash",)),  # work was done: its mention may matter
-        ("We deploy on Fridays. What do you remember about the cache?", "It is Redis.", ("hindsight_memory",)),
+        (
+            "We deploy on Fridays. What do you remember about the cache?",
+            "It is Redis.",
+            ("hindsight_memory",),
+        ),
         ("what is in the cache?", "", ("hindsight_memory", "read")),
         ("no", "We use tabs.", ()),
         ("fix the flaky test in tests/test_api.py", "", ()),
@@ -82,10 +98,22 @@ def facts(draw: st.DrawFn) -> str:
 
 
 _PLEASANTRIES = st.sampled_from(
-    ["thanks", "ok", "Great!", "sounds good", "go ahead", "👍", "You're welcome.", "sure, do it", ""]
+    [
+        "thanks",
+        "ok",
+        "Great!",
+        "sounds good",
+        "go ahead",
+        "👍",
+        "You're welcome.",
+        "sure, do it",
+        "",
+    ]
 )
 _QUESTIONS = st.sampled_from(["what do you remember?", "anything about the cache?", "why?"])
-_TOOLS = st.lists(st.sampled_from(["hindsight_memory", "hindsight_retain_global", "bash", "read"]), max_size=3)
+_TOOLS = st.lists(
+    st.sampled_from(["hindsight_memory", "hindsight_retain_global", "bash", "read"]), max_size=3
+)
 
 
 @st.composite

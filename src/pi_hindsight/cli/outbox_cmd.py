@@ -302,4 +302,6 @@ def skipped(limit: int, state_dir: Path | None, as_json: bool) -> None:
     if not found:
         click.echo("no request skipped")
     for entry in found:
-        click.echo(f"{entry.request_id}  {entry.reason:<18} {entry.chars:>6} chars  {entry.bank_id}")
+        click.echo(
+            f"{entry.request_id}  {entry.reason:<18} {entry.chars:>6} chars  {entry.bank_id}"
+        )

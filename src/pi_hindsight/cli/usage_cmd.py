@@ -22,7 +22,8 @@ def usage(selected: Selected, period: Period, as_json: bool) -> None:
     """Model calls and tokens the server spent for this directory's bank, by day and by
     operation (retain extraction, consolidation, reflect, memo refresh, other)."""
     found = run(
-        selected, lambda backend: bank_usage(backend, selected.bank, period, timeout=selected.timeout)
+        selected,
+        lambda backend: bank_usage(backend, selected.bank, period, timeout=selected.timeout),
     )
     if as_json:
         echo_json({"scopeId": selected.scope_id, **found.to_json()})

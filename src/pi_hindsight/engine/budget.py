@@ -75,7 +75,7 @@ def _save(state_dir: Path, data: dict[str, Any]) -> None:
     path = _path(state_dir)
     temporary = path.with_suffix(f".{os.getpid()}.tmp")
     temporary.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    os.replace(temporary, path)
+    temporary.replace(path)
 
 
 def read_pause(state_dir: Path, bank: str) -> BudgetPause | None:
@@ -94,7 +94,7 @@ def resume(state_dir: Path, now: float | None = None) -> list[str]:
     data = _load(state_dir)
     paused = sorted(data.get("paused", {}))
     at = time.time() if now is None else now
-    data["resumed"] = {**data.get("resumed", {}), **{bank: at for bank in paused}}
+    data["resumed"] = {**data.get("resumed", {}), **dict.fromkeys(paused, at)}
     data["paused"] = {}
     _save(state_dir, data)
     return paused

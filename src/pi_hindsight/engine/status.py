@@ -346,11 +346,7 @@ def describe_status(status: EngineStatus) -> str:
         if status.last_reason:
             last = f"{last} ({status.last_reason})"
         lines.append(f"  last:    {last}")
-        lines.append(f"  retain:  {'automatic' if status.retain_automatic else 'off'}")
-        if status.retain_paused:
-            lines.append(f"  retain:  PAUSED: {status.retain_paused}")
-        if status.spend is not None:
-            lines.append(f"  spend:   {status.spend.describe()}")
+        lines.extend(cost_lines(status))
         backend = status.backend
         health = {
             True: "healthy",
@@ -378,6 +374,16 @@ def describe_status(status: EngineStatus) -> str:
     for event in status.set_aside:
         lines.append(f"  set aside: [{event.event_id}] {describe(event)}")
     return "\n".join(lines)
+
+
+def cost_lines(status: EngineStatus) -> list[str]:
+    """Automatic retain (paused by the token budget?) and the last 24 hours' model spend."""
+    lines = [f"  retain:  {'automatic' if status.retain_automatic else 'off'}"]
+    if status.retain_paused:
+        lines.append(f"  retain:  PAUSED: {status.retain_paused}")
+    if status.spend is not None:
+        lines.append(f"  spend:   {status.spend.describe()}")
+    return lines
 
 
 def lifecycle_line(counts: LifecycleCounts) -> str:

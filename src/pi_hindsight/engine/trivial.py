@@ -30,26 +30,24 @@ from dataclasses import dataclass
 from pi_hindsight.engine.transcript import MEMORY_TOOL_PREFIX, TurnMessage
 
 # Words a pleasantry is made of; a sentence made only of these says nothing about the project.
-_PLEASANTRY_WORDS = frozenset(
-    """
+_PLEASANTRIES = """
     ok okay k kk okey yes yeah yep yup sure no nope nah thanks thank you thx ty cheers great
     cool nice perfect good fine awesome excellent lgtm got it sounds go ahead continue proceed
-    do please pls that's thats it works worked done alright right welcome you're youre glad
-    to help happy anytime let me know if need anything else any more questions just more
-    much very so all set sorry my bad np problem hi hello hey bye again lol haha wow amazing
-    looks looking that understood noted will
-    """.split()
-)
+    do please pls that's thats it works worked done alright right welcome you're youre glad to
+    help happy anytime let me know if need anything else any more questions just more much
+    very so all set sorry my bad np problem hi hello hey bye again lol haha wow amazing looks
+    looking that understood noted will
+"""
+_PLEASANTRY_WORDS = frozenset(_PLEASANTRIES.split())
 # Words of asking memory something; with the pleasantries, what a recall question is made of.
-_ASKING_WORDS = _PLEASANTRY_WORDS | frozenset(
-    """
+_ASKING = """
     what what's whats why how when where who which whose do does did is are was were can could
     should would will you we i me us our my your the a an of in on for about any anything
     something there remember recall know knew memory memories say said says stored notes note
     decide decided tell show find search look up from with this it its have has had be been
     last time before previously earlier check see whether or
-    """.split()
-)
+"""
+_ASKING_WORDS = _PLEASANTRY_WORDS | frozenset(_ASKING.split())
 _MAX_TOPIC_WORDS = 1
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _WORD = re.compile(r"[a-z']+|\d+|\S")

@@ -122,7 +122,9 @@ class BankUsage:
             "period": self.period,
             "total": self.total.to_json(),
             "days": [{"day": day, **spend.to_json()} for day, spend in self.days],
-            "operations": [{"operation": name, **spend.to_json()} for name, spend in self.operations],
+            "operations": [
+                {"operation": name, **spend.to_json()} for name, spend in self.operations
+            ],
         }
 
 
@@ -155,6 +157,24 @@ def _by_day(buckets: Sequence[UsageBucket]) -> tuple[tuple[str, Spend], ...]:
     return tuple(sorted(days.items()))
 
 
+async def operation_spend(
+    backend: MemoryBackend,
+    bank: str,
+    operations: Sequence[str],
+    period: Period,
+    *,
+    timeout: float,
+) -> Spend:
+    """The bank's spend on these server operations over ``period``."""
+    answers = await asyncio.gather(
+        *(
+            backend.usage_stats(bank, period=period, operation=op, timeout=timeout)
+            for op in operations
+        )
+    )
+    return Spend.of([bucket for answer in answers for bucket in answer])
+
+
 async def bank_usage(
     backend: MemoryBackend, bank: str, period: Period, *, timeout: float
 ) -> BankUsage:
@@ -164,13 +184,7 @@ async def bank_usage(
     groups: list[tuple[str, Spend]] = []
     named = Spend()
     for name, operations in OPERATION_GROUPS:
-        answers = await asyncio.gather(
-            *(
-                backend.usage_stats(bank, period=period, operation=op, timeout=timeout)
-                for op in operations
-            )
-        )
-        spend = Spend.of([bucket for answer in answers for bucket in answer])
+        spend = await operation_spend(backend, bank, operations, period, timeout=timeout)
         groups.append((name, spend))
         named = named.plus(spend)
     groups.append((OTHER, total.minus(named)))

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pi_hindsight.backend.records import RetainItem
+from pi_hindsight.stores import outbox_skipped
 from pi_hindsight.stores.outbox_items import RetainRequest, decode_item, encode_item
 from pi_hindsight.stores.outbox_restore import RestoreResult, restore_rows
-from pi_hindsight.stores import outbox_skipped
 from pi_hindsight.stores.outbox_schema import SCHEMA
 from pi_hindsight.stores.outbox_skipped import SkippedRequest
 from pi_hindsight.stores.sqlite import (
