@@ -60,7 +60,7 @@ from pi_hindsight.engine.types import (
     UserRequest,
     VisibleContext,
 )
-from pi_hindsight.engine.usage import STATUS_TIMEOUT_S, LastDay, last_day
+from pi_hindsight.engine.usage import SPEND_CACHE_S, STATUS_TIMEOUT_S, LastDay, last_day
 from pi_hindsight.errors import NoSession, PiHindsightError, ScopeError
 from pi_hindsight.identity import resolve_identity
 from pi_hindsight.stores.catalog import Catalog
@@ -136,6 +136,7 @@ class MemoryEngine:
         self.recorder = EvidenceRecorder(self.state)
         self.retainer = shared.retainer
         self._session: Session | None = None
+        self._spend: tuple[float, LastDay] | None = None  # (when asked, the answer)
 
     # -- session ---------------------------------------------------------------------------
 
@@ -529,11 +530,19 @@ class MemoryEngine:
         )
 
     async def _last_day(self, scope: Scope | None) -> LastDay | None:
+        """The bank's last 24 hours of model spend; asked again at most every SPEND_CACHE_S
+        (a host may poll status often)."""
         if scope is None:
             return None
+        cached = self._spend
+        if cached is not None and time.monotonic() - cached[0] < SPEND_CACHE_S:
+            if cached[1].bank_id == scope.bank_id:
+                return cached[1]
         try:
             backend = await self.backend()
         except PiHindsightError as error:
             return LastDay(scope.bank_id, None, str(error))
         timeout = min(STATUS_TIMEOUT_S, self.settings.timeout_ms / 1000)
-        return await last_day(backend, scope.bank_id, timeout=timeout)
+        found = await last_day(backend, scope.bank_id, timeout=timeout)
+        self._spend = (time.monotonic(), found)
+        return found

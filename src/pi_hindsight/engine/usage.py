@@ -24,6 +24,7 @@ from pi_hindsight.errors import BackendError, BankNotFound
 Period = Literal["1d", "7d", "30d"]
 PERIODS: tuple[Period, ...] = ("1d", "7d", "30d")
 STATUS_TIMEOUT_S = 3.0  # status never waits long for a figure it can do without
+SPEND_CACHE_S = 10.0  # a session's status asks the server at most this often
 
 # Our names for Hindsight's operations (hindsight-api 1.1: ``operation`` of ``llm_requests``).
 # What none of these names ("recall", "graph", a call outside any run) counts as "other".
