@@ -45,43 +45,50 @@ WORK = [
         "Add a retry with backoff to the HTTP client in src/net/client.py",
         "edit",
         "src/net/client.py",
-        "Added `retry(max_attempts=3, base_delay=0.5)` around `Client.send`; 429 and 5xx retry, 4xx do not.",
+        "Added `retry(max_attempts=3, base_delay=0.5)` around `Client.send`; 429 and 5xx retry, "
+        "4xx do not.",
     ),
     (
         "Why does test_upload_large fail on CI?",
         "bash",
         "pytest tests/test_upload.py -k large",
-        "CI sets TMPDIR to a 64 MB tmpfs; the 100 MB fixture does not fit. Moved it to a streamed generator.",
+        "CI sets TMPDIR to a 64 MB tmpfs; the 100 MB fixture does not fit. Moved it to a streamed "
+        "generator.",
     ),
     (
         "Rename the `cfg` module to `settings` everywhere",
         "bash",
         "rg -l 'import cfg'",
-        "Renamed src/app/cfg.py to src/app/settings.py and updated 14 imports; the public name `load()` stays.",
+        "Renamed src/app/cfg.py to src/app/settings.py and updated 14 imports; the public name "
+        "`load()` stays.",
     ),
     (
         "The staging deploy uses which Helm chart?",
         "read",
         "deploy/staging/values.yaml",
-        "Staging deploys chart `platform/api` 4.2.1 from the internal registry, values in deploy/staging.",
+        "Staging deploys chart `platform/api` 4.2.1 from the internal registry, values in "
+        "deploy/staging.",
     ),
     (
         "Make the linter happy in src/billing",
         "bash",
         "ruff check src/billing",
-        "Fixed 9 findings: unused imports, two bare excepts (now `except BillingError`), one shadowed name.",
+        "Fixed 9 findings: unused imports, two bare excepts (now `except BillingError`), one "
+        "shadowed name.",
     ),
     (
         "Add an index for the orders lookup by customer",
         "edit",
         "migrations/0042_orders_customer.sql",
-        "Added migration 0042 creating `orders_customer_created_idx` on (customer_id, created_at DESC).",
+        "Added migration 0042 creating `orders_customer_created_idx` on (customer_id, created_at "
+        "DESC).",
     ),
     (
         "How are feature flags read in the frontend?",
         "read",
         "web/src/flags.ts",
-        "Flags come from `/api/flags` at boot, cached in localStorage for 10 minutes; `useFlag(name)` reads them.",
+        "Flags come from `/api/flags` at boot, cached in localStorage for 10 minutes; "
+        "`useFlag(name)` reads them.",
     ),
     (
         "Bump the Node version to 22 in CI",
@@ -93,19 +100,22 @@ WORK = [
         "Document the release steps",
         "edit",
         "docs/release.md",
-        "Wrote docs/release.md: tag vX.Y.Z on main, CI builds and signs, `make publish` pushes to the registry.",
+        "Wrote docs/release.md: tag vX.Y.Z on main, CI builds and signs, `make publish` pushes to "
+        "the registry.",
     ),
     (
         "Find where we swallow the timeout error in the worker",
         "bash",
         "rg -n 'except TimeoutError' src/worker",
-        "src/worker/loop.py:88 caught TimeoutError and continued silently; it now logs and counts a retry.",
+        "src/worker/loop.py:88 caught TimeoutError and continued silently; it now logs and counts "
+        "a retry.",
     ),
     (
         "Split the 900-line views.py",
         "edit",
         "src/app/views/__init__.py",
-        "Split views.py into views/orders.py, views/customers.py and views/admin.py; URLs unchanged.",
+        "Split views.py into views/orders.py, views/customers.py and views/admin.py; URLs "
+        "unchanged.",
     ),
     (
         "What's our convention for error messages?",
@@ -123,7 +133,8 @@ WORK = [
         "Speed up the test suite",
         "bash",
         "pytest --durations=10",
-        "The slowest tests rebuilt the DB per test; a session-scoped template database cut the suite from 6 to 2 minutes.",
+        "The slowest tests rebuilt the DB per test; a session-scoped template database cut the "
+        "suite from 6 to 2 minutes.",
     ),
 ]
 FOLLOW_UPS = [

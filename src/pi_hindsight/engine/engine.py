@@ -535,9 +535,9 @@ class MemoryEngine:
         if scope is None:
             return None
         cached = self._spend
-        if cached is not None and time.monotonic() - cached[0] < SPEND_CACHE_S:
-            if cached[1].bank_id == scope.bank_id:
-                return cached[1]
+        fresh = cached is not None and time.monotonic() - cached[0] < SPEND_CACHE_S
+        if cached is not None and fresh and cached[1].bank_id == scope.bank_id:
+            return cached[1]
         try:
             backend = await self.backend()
         except PiHindsightError as error:
