@@ -398,6 +398,7 @@ class MemoryEngine:
         content: str,
         context: str | None,
         kind: str,
+        force: bool = False,
     ) -> str:
         """An explicit note (a memory tool's retain): redacted, durable, its own document."""
         session = self._require_session()
@@ -408,6 +409,7 @@ class MemoryEngine:
             content=content,
             context=context,
             kind=kind,
+            force=force,
         )
 
     def wake_worker(self) -> None:

@@ -57,6 +57,9 @@ logger = logging.getLogger(__name__)
 BackendProvider = Callable[[], Awaitable[MemoryBackend]]
 Gate = Callable[[], Awaitable[str | None]]
 GATE_WAIT_S = 5.0
+# Notes the user forced past the token budget are queued under "<session>#forced": while the gate
+# holds, only those sessions' work is delivered.
+FORCED_SUFFIX = "#forced"
 
 _RECOVER_EVERY_S = 30.0
 
@@ -211,8 +214,10 @@ class RetainWorker:
                 continue
             claimed = await self._claim(self.concurrency - len(self._tasks))
             if claimed and await self._held(claimed):
-                await self._sleep(GATE_WAIT_S, wakeable=False)
-                continue
+                claimed = await self._claim(self.concurrency - len(self._tasks), forced=True)
+                if not claimed:
+                    await self._sleep(GATE_WAIT_S)
+                    continue
             for batch in claimed:
                 task = asyncio.create_task(self._deliver(batch))
                 self._tasks.add(task)
@@ -244,11 +249,12 @@ class RetainWorker:
         if recovered:
             logger.info("recovered %d outbox lease(s) of stopped workers", recovered)
 
-    async def _claim(self, free: int) -> list[Batch]:
+    async def _claim(self, free: int, *, forced: bool = False) -> list[Batch]:
         if free <= 0:
             return []
+        sessions = f"%{FORCED_SUFFIX}" if forced else "%"
         try:
-            return await run_store(self.outbox.claim, self.owner, limit=free)
+            return await run_store(self.outbox.claim, self.owner, limit=free, sessions=sessions)
         except StateError as error:
             logger.warning("outbox unavailable: %s", error)
             self._note(str(error))

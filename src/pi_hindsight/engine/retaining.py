@@ -20,7 +20,7 @@ from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.backend.records import RetainItem
 from pi_hindsight.config import RetainSettings
 from pi_hindsight.engine.local_state import LocalState
-from pi_hindsight.engine.retain_worker import Gate, RetainWorker
+from pi_hindsight.engine.retain_worker import FORCED_SUFFIX, Gate, RetainWorker
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.transcript import ToolPolicy, render_turn
 from pi_hindsight.engine.trivial import Skip, classify
@@ -119,8 +119,10 @@ class Retainer:
         content: str,
         context: str | None,
         kind: str,
+        force: bool = False,
     ) -> str:
-        """An explicit note (a memory tool's retain): redacted, durable, its own document."""
+        """An explicit note (a memory tool's retain): redacted, durable, its own document;
+        ``force``: delivered even while the token budget holds automatic retain."""
         note_id = f"{kind}-{uuid.uuid4()}"
         text = await asyncio.to_thread(lambda: redact(content).text)
         item = self._item(
@@ -132,7 +134,8 @@ class Retainer:
             request_id=note_id,
             update_mode="replace",
         )
-        await self._enqueue(RetainRequest(session_id, bank_id, item, note_id))
+        queue = f"{session_id}{FORCED_SUFFIX}" if force else session_id
+        await self._enqueue(RetainRequest(queue, bank_id, item, note_id))
         return note_id
 
     async def _enqueue(self, request: RetainRequest) -> None:

@@ -271,6 +271,7 @@ class Outbox:
         include_submitted: bool = True,
         max_items: int = BATCH_MAX_ITEMS,
         max_bytes: int = BATCH_MAX_BYTES,
+        sessions: str = "%",  # a LIKE pattern: only these sessions' work (forced notes)
     ) -> list[Batch]:
         """Lease up to ``limit`` due batches: open ones first (a replay keeps its composition and
         key), then new ones composed from each waiting session's consecutive ready items.
@@ -281,7 +282,7 @@ class Outbox:
         now = time.time()
         states = ("sending", "submitted") if include_submitted else ("sending",)
         with translated_errors("outbox", self.path):
-            if not self._anything_due(now, states):
+            if not self._anything_due(now, states, sessions):
                 return []  # the common idle case takes no write lock
         with translated_errors("outbox", self.path), transaction(self._connection):
             self._expire_leases(now)
@@ -297,8 +298,8 @@ class Outbox:
             for batch_id, session_id in self._connection.execute(
                 "SELECT batch_id, session_id FROM batches "  # noqa: S608 - placeholders only
                 f"WHERE state IN ({_placeholders(states)}) AND lease_owner IS NULL "
-                "AND next_attempt_at <= ? ORDER BY next_attempt_at, seq",
-                (*states, now),
+                "AND next_attempt_at <= ? AND session_id LIKE ? ORDER BY next_attempt_at, seq",
+                (*states, now, sessions),
             ):
                 if len(batch_ids) == limit:
                     break
@@ -306,7 +307,9 @@ class Outbox:
                     busy.add(session_id)
                     batch_ids.append(batch_id)
             if len(batch_ids) < limit:
-                batch_ids += self._compose(now, limit - len(batch_ids), max_items, max_bytes)
+                batch_ids += self._compose(
+                    now, limit - len(batch_ids), max_items, max_bytes, sessions
+                )
             if not batch_ids:
                 return []
             self._connection.execute(
@@ -316,23 +319,25 @@ class Outbox:
             )
             return self._batches(batch_ids)
 
-    def _anything_due(self, now: float, states: Sequence[str]) -> bool:
+    def _anything_due(self, now: float, states: Sequence[str], sessions: str = "%") -> bool:
         """A read (no lock under WAL): is there a ready item, a due batch or an expired lease?"""
         row = self._connection.execute(
-            "SELECT EXISTS (SELECT 1 FROM items WHERE state = 'ready') OR EXISTS ("  # noqa: S608 - placeholders only
-            f"SELECT 1 FROM batches WHERE state IN ({_placeholders(states)}) AND "
+            "SELECT EXISTS (SELECT 1 FROM items WHERE state = 'ready' AND session_id LIKE ?) OR "  # noqa: S608 - placeholders only
+            f"EXISTS (SELECT 1 FROM batches WHERE state IN ({_placeholders(states)}) AND "
             "((lease_owner IS NULL AND next_attempt_at <= ?) OR lease_expires_at < ?))",
-            (*states, now, now),
+            (sessions, *states, now, now),
         ).fetchone()
         return bool(row[0])
 
-    def _compose(self, now: float, limit: int, max_items: int, max_bytes: int) -> list[str]:
+    def _compose(
+        self, now: float, limit: int, max_items: int, max_bytes: int, sessions: str = "%"
+    ) -> list[str]:
         """New batches for sessions that have ready items and no open batch (oldest first)."""
         heads = self._connection.execute(
-            "SELECT session_id FROM items WHERE state = 'ready' AND session_id NOT IN "
-            "(SELECT session_id FROM batches WHERE state IN ('sending', 'submitted')) "
-            "GROUP BY session_id ORDER BY min(seq) LIMIT ?",
-            (limit,),
+            "SELECT session_id FROM items WHERE state = 'ready' AND session_id LIKE ? AND "
+            "session_id NOT IN (SELECT session_id FROM batches WHERE state IN "
+            "('sending', 'submitted')) GROUP BY session_id ORDER BY min(seq) LIMIT ?",
+            (sessions, limit),
         ).fetchall()
         created: list[str] = []
         for (session_id,) in heads:
