@@ -85,6 +85,11 @@ def test_the_budget_holds_automatic_retain_force_passes_one_note_and_resume_drai
             time.sleep(0.5)
         time.sleep(6)  # longer than the gate's wait: nothing is delivered meanwhile
         assert outbox_status(isolated_dirs)["pending"] == len(held)
+        # The Pi footer says so with the next request.
+        prepared = sidecar.call(
+            "prepareMemory", {"requestId": "p1", "prompt": "next", "sessionId": session}
+        )
+        assert "retain paused by budget" in prepared["statusLine"]
 
         refused = _retain(sidecar, f"Note {marker()} kept on request.")
         assert refused["isError"] is True
