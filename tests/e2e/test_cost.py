@@ -79,12 +79,15 @@ def test_usage_matches_the_models_own_log_and_status_carries_the_day(
         logged = _extractions(hindsight_server, marker)
         usage = _json(pi_world, "usage", "--period", "1d", "--cwd", str(repo))
         retain = _operation(usage, "retain extraction")
-        if retain["calls"] >= len(logged) > 0 or time.monotonic() > deadline:
+        bodies = " ".join(json.dumps(entry["body"]) for entry in logged)
+        extracted = all(prompt in bodies for prompt in prompts)
+        if (extracted and retain["calls"] == len(logged)) or time.monotonic() > deadline:
             break
         time.sleep(1)
 
-    assert len(logged) >= len(prompts), "every retained request was extracted by the model"
-    assert retain["calls"] == len(logged)
+    # Every retained request reached the model (Hindsight may extract several in one call).
+    assert extracted, "a retained request was never extracted by the model"
+    assert retain["calls"] == len(logged) > 0
     assert retain["tokensReported"] is True
     assert retain["inputTokens"] == sum(e["usage"]["prompt_tokens"] for e in logged)
     assert retain["outputTokens"] == sum(e["usage"]["completion_tokens"] for e in logged)
