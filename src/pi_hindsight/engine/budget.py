@@ -23,8 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from pi_hindsight.backend import MemoryBackend
-from pi_hindsight.engine.usage import last_day
-from pi_hindsight.errors import PiHindsightError
+from pi_hindsight.engine.usage import Spend
+from pi_hindsight.errors import (
+    BackendServerError,
+    BackendUnavailable,
+    BankNotFound,
+    PiHindsightError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -137,28 +142,39 @@ class BudgetGate:
         self.check_every_s = check_every_s
         self._checked_at = -float("inf")
         self.pause: BudgetPause | None = None
+        self._decided = False  # a first answer came from the server
 
     def _resumed(self, now: float) -> bool:
         at = _load(self.state_dir).get("resumed", {}).get(self.bank)
         return isinstance(at, int | float) and now - float(at) < RESUME_FOR_S
 
     async def __call__(self) -> str | None:
-        now = time.time()
-        if time.monotonic() - self._checked_at < self.check_every_s:
-            return None if self.pause is None else self.pause.describe()
-        self._checked_at = time.monotonic()
+        if time.monotonic() - self._checked_at >= self.check_every_s:
+            self._checked_at = time.monotonic()
+            unknown = await self._check(time.time())
+            if unknown is not None:
+                return unknown
+        return None if self.pause is None else self.pause.describe()
+
+    async def _check(self, now: float) -> str | None:
+        """Decide anew (sets ``pause``); returns a reason to hold when the count is unknown."""
         if self._resumed(now):
             self._set(None)
             return None
         try:
             backend = await self._backend()
-        except PiHindsightError as error:  # fail open: no figure, the last decision stands
+            tokens = await self._tokens(backend)
+        except (BackendUnavailable, BackendServerError) as error:
+            # Not known now: the server would hardly take the retain either. Until a first
+            # answer, hold (asked again in CHECK_EVERY_S); after one, the last decision stands.
             logger.warning("retain budget not checked: %s", error)
-            return None if self.pause is None else self.pause.describe()
-        spent = await last_day(backend, self.bank, timeout=self.timeout_s)
-        if spent.spend is None:  # unknown: keep the last decision rather than guess
-            return None if self.pause is None else self.pause.describe()
-        tokens = spent.spend.total_tokens
+            return None if self._decided else f"retain budget not checked yet ({error})"
+        except PiHindsightError as error:  # e.g. a server without the records: cannot measure
+            logger.warning("retain budget cannot be checked, not applied: %s", error)
+            self._decided = True
+            self._set(None)
+            return None
+        self._decided = True
         if tokens < self.budget:
             if self.pause is not None:
                 logger.info("retain resumes: %d tokens in the last 24 h, under the budget", tokens)
@@ -166,7 +182,14 @@ class BudgetGate:
             return None
         since = self.pause.since if self.pause is not None else now
         self._set(BudgetPause(self.bank, since, tokens, self.budget))
-        return self.pause.describe() if self.pause is not None else None
+        return None
+
+    async def _tokens(self, backend: MemoryBackend) -> int:
+        try:
+            buckets = await backend.usage_stats(self.bank, period="1d", timeout=self.timeout_s)
+        except BankNotFound:  # not created yet: nothing spent
+            return 0
+        return Spend.of(buckets).total_tokens
 
     def _set(self, pause: BudgetPause | None) -> None:
         if pause is not None and self.pause is None:

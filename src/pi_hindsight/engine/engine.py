@@ -468,7 +468,7 @@ class MemoryEngine:
             bank=scope.bank_id,
             budget=budget,
             backend=self._worker_backend,
-            timeout_s=min(STATUS_TIMEOUT_S, self.settings.timeout_ms / 1000),
+            timeout_s=self.settings.timeout_ms / 1000,
         )
 
     def retain_paused(self) -> str | None:
