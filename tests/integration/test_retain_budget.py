@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from pi_hindsight.engine.budget import CHECK_EVERY_S
 from tests.integration.retain_support import (
     BankView,
     Sidecar,
@@ -73,6 +74,15 @@ def test_the_budget_holds_automatic_retain_force_passes_one_note_and_resume_drai
         first = f"The first request names {marker()} and goes through."
         assert sidecar.turn(session, "r0", exchange(first))["queued"] == 1
         wait_until_delivered(sidecar)  # nothing spent yet: under the budget
+        # The server records the extraction's tokens (now past the budget of 1), and the gate's
+        # last answer (asked at most every CHECK_EVERY_S) expires.
+        deadline = time.monotonic() + 60
+        while not _cli(isolated_dirs, "usage", "--period", "1d", "--cwd", str(repo))["total"][
+            "totalTokens"
+        ]:
+            assert time.monotonic() < deadline, "the server recorded no tokens"
+            time.sleep(0.5)
+        time.sleep(CHECK_EVERY_S + 0.5)
         held = [f"Held request {n} names {marker()}." for n in range(3)]
         for n, text in enumerate(held, start=1):
             assert sidecar.turn(session, f"r{n}", exchange(text))["queued"] == 1
