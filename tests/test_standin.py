@@ -833,8 +833,13 @@ def test_every_request_is_logged_for_tests_to_read(chat_standin: AgentStandIn) -
     assert chat_standin.log.path.stat().st_mode & 0o077 == 0  # conversations: owner-only
     lines = chat_standin.log.path.read_text(encoding="utf-8").splitlines()
     entries = [json.loads(line) for line in lines]
-    assert [set(e) for e in entries] == [{"ts", "role", "path", "kind", "body"}] * len(entries)
+    keys = {"ts", "role", "path", "kind", "body", "usage"}
+    assert [set(e) for e in entries] == [keys] * len(entries)
     assert (entries[0]["role"], entries[0]["path"]) == ("pi", "/pi/v1/chat/completions")
+    # The usage each answer reported, as characters / 4 of the messages (deterministic).
+    usage = entries[0]["usage"]
+    assert usage["prompt_tokens"] == len(json.dumps(entries[0]["body"]["messages"])) // 4
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     assert {e["role"] for e in entries} == {"pi", "hindsight"}
 
 

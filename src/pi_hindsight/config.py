@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from pydantic_core import PydanticCustomError
 
+from pi_hindsight.config_cost import RetainCostSettings
 from pi_hindsight.config_display import (
     config_notices,
     display_url,
@@ -180,7 +181,7 @@ class MemoSettings(_Model):
     )
 
 
-class RetainSettings(_Model):
+class RetainSettings(_Model, RetainCostSettings):  # skipTrivial, dailyTokenBudget
     enabled: StrictBool = True
     # What of a request's tool traffic is retained (docs/operations.md, "Outbox"). The memory
     # tools' own calls and results (``hindsight_*``) are never retained, whatever these say.

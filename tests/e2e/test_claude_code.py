@@ -390,7 +390,7 @@ def test_memory_trouble_never_breaks_a_session_and_the_transcript_catches_up(
     assert outbox_count(claude_world.state_dir, session) == 0
 
     blocker.unlink()
-    again = claude_world.run(repo, "Hello again.", "--continue")
+    again = claude_world.run(repo, "Hello again, the build is green.", "--continue")
     assert "Understood." in again.stdout
     first = daemon_pid(claude_world.env())
     assert first is not None
@@ -403,7 +403,7 @@ def test_memory_trouble_never_breaks_a_session_and_the_transcript_catches_up(
 
     retained = outbox_turns(claude_world.state_dir, session)
     prompts = [turns[0]["content"] for _, turns in retained]
-    assert prompts == [FACT, "Hello again.", "And once more."]  # each once, in order
+    assert prompts == [FACT, "Hello again, the build is green.", "And once more."]  # once, in order
     assert len({request_id for request_id, _ in retained}) == 3
     assert [t for t in claude_world.transcripts() if t != transcript] == []
     document = BankView(claude_world.base_url, claude_world.bank_id).document_turns(

@@ -23,9 +23,10 @@ from pi_hindsight.backend.memories import Memories
 from pi_hindsight.backend.mental_models import MentalModels
 from pi_hindsight.backend.operations import Operations
 from pi_hindsight.backend.templates import Templates
+from pi_hindsight.backend.usage import Usage
 
 
-class HindsightBackend(Banks, Memories, Operations, MentalModels, Templates, Documents):
+class HindsightBackend(Banks, Memories, Operations, MentalModels, Templates, Documents, Usage):
     """Async access to one Hindsight server. One instance per sidecar; call :meth:`close`."""
 
     def __init__(

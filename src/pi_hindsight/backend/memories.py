@@ -180,6 +180,8 @@ class Memories(Resource):
                 text=response.text,
                 memory_ids=tuple(str(memory.id) for memory in memories if memory.id),
                 mental_model_ids=tuple(str(model.id) for model in models if model.id),
+                # A provider that reports no usage leaves the server's defaults (0): not a count.
+                tokens_used=(response.usage.total_tokens or None) if response.usage else None,
             )
 
     async def list_memories(

@@ -28,6 +28,7 @@ from pi_hindsight.backend.records import (
     RetainItem,
     TagsMatch,
     TemplateImportResult,
+    UsageBucket,
 )
 
 Budget = Literal["low", "mid", "high"]
@@ -246,4 +247,16 @@ class MemoryBackend(Protocol):
 
     async def import_documents(self, bank: str, archive: bytes, *, timeout: float) -> str:
         """Merge an archive's documents into ``bank`` (ids it has are skipped); the operation."""
+        ...
+
+    async def usage_stats(
+        self,
+        bank: str,
+        *,
+        period: str,
+        operation: str | None = None,
+        call_type: str | None = "llm",
+        timeout: float,
+    ) -> list[UsageBucket]:
+        """The bank's model calls and tokens per day over ``period`` (``backend/usage.py``)."""
         ...

@@ -134,6 +134,7 @@ class ReflectResult:
     text: str
     memory_ids: tuple[str, ...]  # exactly what the backend cited; never invented
     mental_model_ids: tuple[str, ...]
+    tokens_used: int | None = None  # the server's own count; None when it reports none
 
 
 @dataclass(frozen=True)
@@ -158,3 +159,15 @@ class DocumentInfo:
     text_length: int
     created_at: str | None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class UsageBucket:
+    """One day of a bank's model calls as the server recorded them (``backend/usage.py``)."""
+
+    day: str  # YYYY-MM-DD (UTC)
+    calls: int
+    errors: int
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int

@@ -21,6 +21,7 @@ _SUBCOMMANDS: dict[str, str] = {
     "standin": "pi_hindsight.cli.standin_cmd:standin",
     "scope": "pi_hindsight.cli.scope_cmd:scope",
     "status": "pi_hindsight.cli.status_cmd:status",
+    "usage": "pi_hindsight.cli.usage_cmd:usage",
     "outbox": "pi_hindsight.cli.outbox_cmd:outbox",
     "state": "pi_hindsight.cli.state_cmd:state",
     "config": "pi_hindsight.cli.config_cmd:config",

@@ -265,3 +265,43 @@ def drain(timeout: float, state_dir: Path | None, as_json: bool) -> None:
         click.echo("drained" if result["drained"] else f"not drained: {result}")
     if not result["drained"]:
         raise SystemExit(1)
+
+
+@outbox.command()
+@state_dir_option
+@json_option
+def resume(state_dir: Path | None, as_json: bool) -> None:
+    """Resume automatic retain paused by retain.dailyTokenBudget (the budget is set aside for
+    the paused banks for 24 hours); running sessions deliver within seconds."""
+    from pi_hindsight.engine.budget import RESUME_FOR_S  # noqa: PLC0415 - keep `--help` fast
+    from pi_hindsight.engine.budget import resume as resume_banks  # noqa: PLC0415
+
+    banks = resume_banks(resolve_state_dir(state_dir))
+    if as_json:
+        echo_json({"resumed": banks, "forSeconds": RESUME_FOR_S})
+    elif banks:
+        click.echo(f"resumed retain for {', '.join(banks)} (the budget is set aside for 24 h)")
+    else:
+        click.echo("no bank is paused by the budget")
+
+
+@outbox.command()
+@click.option("--limit", type=int, default=50, show_default=True, help="How many, newest first.")
+@state_dir_option
+@json_option
+def skipped(limit: int, state_dir: Path | None, as_json: bool) -> None:
+    """Requests not sent to retain because they carry no knowledge (retain.skipTrivial)."""
+    store = Outbox(resolve_state_dir(state_dir))
+    try:
+        found = store.skipped(limit)
+    finally:
+        store.close()
+    if as_json:
+        echo_json({"skipped": [entry.to_json() for entry in found]})
+        return
+    if not found:
+        click.echo("no request skipped")
+    for entry in found:
+        click.echo(
+            f"{entry.request_id}  {entry.reason:<18} {entry.chars:>6} chars  {entry.bank_id}"
+        )

@@ -13,7 +13,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,6 +21,10 @@ from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, 
 from pi_hindsight.engine.seeding import SeedUnit, delivery_state, describe_plan
 from pi_hindsight.engine.types import SessionInfo
 from pi_hindsight.stores.runner import run_store
+
+if TYPE_CHECKING:
+    from pi_hindsight.engine.engine import MemoryEngine
+    from pi_hindsight.engine.usage import Spend
 
 POLL_S = 0.5
 
@@ -99,6 +103,7 @@ async def _seed(
             progress = lambda done, total, unit: bar.update(1)  # noqa: E731
         elif not as_json:
             progress = lambda done, total, unit: click.echo(_unit_line(done, total, unit))  # noqa: E731
+        spent_before = await _extraction_spend(engine)
         result = await seeder.apply(plan, progress)
         if bar is not None:
             bar.render_finish()
@@ -116,11 +121,50 @@ async def _seed(
                         else ""
                     )
                 )
+            data["measured"] = await _measured(engine, spent_before, plan.estimated_tokens, as_json)
         elif not as_json:
             click.echo(f"queued {result.items} items; the outbox delivers them")
         return data
     finally:
         await engine.shutdown(3.0)
+
+
+async def _extraction_spend(engine: MemoryEngine) -> Spend | None:
+    """The bank's retain-extraction spend over the last day (None: the server did not say)."""
+    from pi_hindsight.engine.usage import operation_spend  # noqa: PLC0415 - keep `--help` fast
+    from pi_hindsight.errors import BackendError  # noqa: PLC0415
+
+    scope = engine.scope()
+    if scope is None:
+        return None
+    try:
+        backend = await engine.backend()
+        return await operation_spend(
+            backend, scope.bank_id, ("retain",), "1d", timeout=engine.settings.timeout_ms / 1000
+        )
+    except BackendError:
+        return None
+
+
+async def _measured(
+    engine: MemoryEngine, before: Spend | None, estimated: int, quiet: bool
+) -> dict[str, Any]:
+    """The extraction the run cost, as the server recorded it: the last day's before and after
+    (consolidation runs on afterwards: `pi-hindsight usage` shows it), beside the estimate."""
+    after = await _extraction_spend(engine)
+    found: dict[str, Any]
+    if before is None or after is None:
+        found = {"spend": None, "describe": "not known (the server's records could not be read)"}
+    else:
+        spent = after.minus(before)
+        found = {
+            "spend": spent.to_json(),
+            "describe": f"retain extraction {spent.describe()}; consolidation follows "
+            "(`pi-hindsight usage`)",
+        }
+    if not quiet:
+        click.echo(f"spent: {found['describe']} (estimated ~{estimated:,})")
+    return found
 
 
 @click.command()

@@ -105,7 +105,7 @@ def _health(
 
 
 async def _engine_status(
-    directory: Path, cwd: Path
+    directory: Path, cwd: Path, spend: bool = True
 ) -> tuple[EngineStatus, tuple[str, ...], Settings]:
     """The status a session started in ``cwd`` would have — the same engine and the same one
     config resolution as the sidecar, but passive: nothing is retained, recorded or sent."""
@@ -123,7 +123,7 @@ async def _engine_status(
         warnings = (
             () if session is None or session.resolution is None else session.resolution.warnings
         )
-        return await engine.status(), warnings, engine.settings
+        return await engine.status(spend=spend), warnings, engine.settings
     finally:
         await engine.shutdown(0.0)
 
@@ -133,7 +133,7 @@ def collect_status(
 ) -> tuple[EngineStatus, dict[str, Any]]:
     """The engine's status for ``cwd``, and its JSON with what only this command adds (the
     server's health, checked here; the resolution's warnings)."""
-    status, warnings, settings = asyncio.run(_engine_status(directory, cwd))
+    status, warnings, settings = asyncio.run(_engine_status(directory, cwd, check_server))
     base_url = base_url_resolver(directory)(settings)
     data = {
         **status.to_json(),

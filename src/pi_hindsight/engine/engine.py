@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.config import LoadedConfig, Settings
 from pi_hindsight.engine import sessions
+from pi_hindsight.engine.budget import BudgetGate, read_pause
 from pi_hindsight.engine.connection import BackendFactory, HindsightConnection
 from pi_hindsight.engine.delivery import Deliverer
 from pi_hindsight.engine.local_state import LocalState, with_catalog_hint
@@ -48,6 +49,7 @@ from pi_hindsight.engine.types import (
     UserRequest,
     VisibleContext,
 )
+from pi_hindsight.engine.usage import SPEND_CACHE_S, STATUS_TIMEOUT_S, LastDay, last_day
 from pi_hindsight.errors import NoSession, PiHindsightError, ScopeError
 from pi_hindsight.identity import resolve_identity
 from pi_hindsight.stores.catalog import Catalog
@@ -127,6 +129,7 @@ class MemoryEngine:
         self.recorder = EvidenceRecorder(self.state)
         self.retainer = shared.retainer
         self._session: Session | None = None
+        self._spend: tuple[float, LastDay] | None = None  # (when asked, the answer)
 
     # -- session ---------------------------------------------------------------------------
 
@@ -262,6 +265,9 @@ class MemoryEngine:
                 return "memory: off (disabled)"
             return "memory: off (not registered)"
         state = "" if self.connection.healthy is not False else " · backend unavailable"
+        worker = self.retainer.worker
+        if worker is not None and worker.paused_by is not None:
+            state += " · retain paused by budget (/hindsight)"
         return f"memory: {scope.scope_id}{state}"
 
     # -- requests --------------------------------------------------------------------------
@@ -390,6 +396,7 @@ class MemoryEngine:
         content: str,
         context: str | None,
         kind: str,
+        force: bool = False,
     ) -> str:
         """An explicit note (a memory tool's retain): redacted, durable, its own document."""
         session = self._require_session()
@@ -400,6 +407,7 @@ class MemoryEngine:
             content=content,
             context=context,
             kind=kind,
+            force=force,
         )
 
     def wake_worker(self) -> None:
@@ -446,8 +454,30 @@ class MemoryEngine:
     async def _start_worker(self) -> None:
         if not self._passive:
             await self.retainer.start_worker(
-                self._worker_backend, timeout_s=self.settings.timeout_ms / 1000
+                self._worker_backend,
+                timeout_s=self.settings.timeout_ms / 1000,
+                gate=self._budget_gate(),
             )
+
+    def _budget_gate(self) -> BudgetGate | None:
+        scope, budget = self.scope(), self.settings.retain.daily_token_budget
+        if scope is None or budget is None:
+            return None
+        return BudgetGate(
+            self.state_dir,
+            bank=scope.bank_id,
+            budget=budget,
+            backend=self._worker_backend,
+            timeout_s=self.settings.timeout_ms / 1000,
+        )
+
+    def retain_paused(self) -> str | None:
+        """Why automatic retain is paused in this scope (the token budget), or None."""
+        scope = self.scope()
+        if scope is None or self.settings.retain.daily_token_budget is None:
+            return None
+        pause = read_pause(self.state_dir, scope.bank_id)
+        return None if pause is None else pause.describe()
 
     async def shutdown(self, bound_s: float) -> dict[str, int]:
         """Submit what is ready within ``bound_s``; the rest stays in the outbox for later."""
@@ -459,7 +489,8 @@ class MemoryEngine:
 
     # -- status ----------------------------------------------------------------------------
 
-    async def status(self) -> EngineStatus:
+    async def status(self, *, spend: bool = True) -> EngineStatus:
+        """``spend``: ask the server for the bank's last 24 hours of model spend (bounded)."""
         from pi_hindsight.engine.status import (  # noqa: PLC0415 - on demand (issue 19)
             BackendStatus,
             ConfigStatus,
@@ -508,4 +539,24 @@ class MemoryEngine:
             evidence=evidence,
             set_aside=await self.state.open_set_asides(),
             lifecycle=await run_store(lifecycle_counts, self.state.catalog, scope),
+            spend=await self._last_day(scope) if spend else None,
+            retain_paused=self.retain_paused(),
         )
+
+    async def _last_day(self, scope: Scope | None) -> LastDay | None:
+        """The bank's last 24 hours of model spend; asked again at most every SPEND_CACHE_S
+        (a host may poll status often)."""
+        if scope is None:
+            return None
+        cached = self._spend
+        fresh = cached is not None and time.monotonic() - cached[0] < SPEND_CACHE_S
+        if cached is not None and fresh and cached[1].bank_id == scope.bank_id:
+            return cached[1]
+        try:
+            backend = await self.backend()
+        except PiHindsightError as error:
+            return LastDay(scope.bank_id, None, str(error))
+        timeout = min(STATUS_TIMEOUT_S, self.settings.timeout_ms / 1000)
+        found = await last_day(backend, scope.bank_id, timeout=timeout)
+        self._spend = (time.monotonic(), found)
+        return found

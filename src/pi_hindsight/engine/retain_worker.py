@@ -55,6 +55,11 @@ from pi_hindsight.stores.runner import run_store
 logger = logging.getLogger(__name__)
 
 BackendProvider = Callable[[], Awaitable[MemoryBackend]]
+Gate = Callable[[], Awaitable[str | None]]
+GATE_WAIT_S = 5.0
+# Notes the user forced past the token budget are queued under "<session>#forced": while the gate
+# holds, only those sessions' work is delivered.
+FORCED_SUFFIX = "#forced"
 
 _RECOVER_EVERY_S = 30.0
 
@@ -118,8 +123,12 @@ class RetainWorker:
         auth_probe: Backoff | None = None,
         idle_poll_s: float = 2.0,
         max_failures: int = 10,
+        gate: Gate | None = None,
     ) -> None:
         self.outbox = outbox
+        # Asked before delivering claimed work: a reason to hold it (the token budget), or None.
+        self.gate = gate
+        self.paused_by: str | None = None
         self._backend = backend
         self.timeout_s = timeout_s
         self.concurrency = max(1, concurrency)
@@ -204,6 +213,11 @@ class RetainWorker:
                 await self._sleep(pause)
                 continue
             claimed = await self._claim(self.concurrency - len(self._tasks))
+            if claimed and await self._held(claimed):
+                claimed = await self._claim(self.concurrency - len(self._tasks), forced=True)
+                if not claimed:
+                    await self._sleep(GATE_WAIT_S)
+                    continue
             for batch in claimed:
                 task = asyncio.create_task(self._deliver(batch))
                 self._tasks.add(task)
@@ -213,6 +227,17 @@ class RetainWorker:
             if until_empty and not self._tasks and await self._nothing_left():
                 return
             await self._wait_for_work()
+
+    async def _held(self, claimed: list[Batch]) -> bool:
+        """Whether the gate holds delivery; held batches go back unchanged (nothing lost)."""
+        if self.gate is None:
+            return False
+        self.paused_by = await self.gate()
+        if self.paused_by is None:
+            return False
+        for batch in claimed:
+            await self._release(batch)
+        return True
 
     async def _recover(self) -> None:
         try:
@@ -224,11 +249,12 @@ class RetainWorker:
         if recovered:
             logger.info("recovered %d outbox lease(s) of stopped workers", recovered)
 
-    async def _claim(self, free: int) -> list[Batch]:
+    async def _claim(self, free: int, *, forced: bool = False) -> list[Batch]:
         if free <= 0:
             return []
+        sessions = f"%{FORCED_SUFFIX}" if forced else "%"
         try:
-            return await run_store(self.outbox.claim, self.owner, limit=free)
+            return await run_store(self.outbox.claim, self.owner, limit=free, sessions=sessions)
         except StateError as error:
             logger.warning("outbox unavailable: %s", error)
             self._note(str(error))
@@ -459,7 +485,11 @@ class RetainWorker:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        while self.offline_reason is None and time.monotonic() < deadline:
+        if self.gate is not None:
+            self.paused_by = await self.gate()
+        while self.offline_reason is None and self.paused_by is None:
+            if time.monotonic() >= deadline:
+                break
             try:
                 batches = await run_store(
                     self.outbox.claim, self.owner, limit=self.concurrency, include_submitted=False

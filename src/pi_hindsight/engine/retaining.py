@@ -20,13 +20,15 @@ from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.backend.records import RetainItem
 from pi_hindsight.config import RetainSettings
 from pi_hindsight.engine.local_state import LocalState
-from pi_hindsight.engine.retain_worker import RetainWorker
+from pi_hindsight.engine.retain_worker import FORCED_SUFFIX, Gate, RetainWorker
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.transcript import ToolPolicy, render_turn
+from pi_hindsight.engine.trivial import Skip, classify
 from pi_hindsight.engine.types import CompletedTurn, HostFacts
 from pi_hindsight.errors import StateError
 from pi_hindsight.redacting import redact
 from pi_hindsight.stores.outbox_items import RetainRequest
+from pi_hindsight.stores.outbox_skipped import SkippedRequest
 from pi_hindsight.stores.runner import run_store
 
 logger = logging.getLogger(__name__)
@@ -73,6 +75,10 @@ class Retainer:
             settings.tool_calls, settings.tool_results, settings.tool_result_max_chars
         )
         async with self._lock:
+            skip = classify(turn.messages, aborted=turn.aborted) if settings.skip_trivial else None
+            if skip is not None:
+                await self._skipped(turn, scope, skip)
+                return 0
             text = await asyncio.to_thread(render_turn, turn.messages, policy)
             if not text.content:
                 return 0
@@ -92,6 +98,18 @@ class Retainer:
             )
         return 1
 
+    async def _skipped(self, turn: CompletedTurn, scope: Scope, skip: Skip) -> None:
+        """Not sent (no knowledge in it): the outbox says which and why; fails open."""
+        logger.info("request %s not retained: %s", turn.request_id, skip.reason)
+        skipped = SkippedRequest(
+            turn.session_id, turn.request_id, scope.bank_id, skip.reason, skip.chars, time.time()
+        )
+        try:
+            outbox = await self._state.open_outbox()
+            await run_store(outbox.record_skipped, skipped)
+        except StateError as error:
+            logger.warning("skipped request %s not recorded: %s", turn.request_id, error)
+
     async def note(
         self,
         *,
@@ -101,8 +119,10 @@ class Retainer:
         content: str,
         context: str | None,
         kind: str,
+        force: bool = False,
     ) -> str:
-        """An explicit note (a memory tool's retain): redacted, durable, its own document."""
+        """An explicit note (a memory tool's retain): redacted, durable, its own document;
+        ``force``: delivered even while the token budget holds automatic retain."""
         note_id = f"{kind}-{uuid.uuid4()}"
         text = await asyncio.to_thread(lambda: redact(content).text)
         item = self._item(
@@ -114,7 +134,8 @@ class Retainer:
             request_id=note_id,
             update_mode="replace",
         )
-        await self._enqueue(RetainRequest(session_id, bank_id, item, note_id))
+        queue = f"{session_id}{FORCED_SUFFIX}" if force else session_id
+        await self._enqueue(RetainRequest(queue, bank_id, item, note_id))
         return note_id
 
     async def _enqueue(self, request: RetainRequest) -> None:
@@ -126,7 +147,9 @@ class Retainer:
         if self.worker is not None:
             self.worker.wake()
 
-    async def start_worker(self, backend: BackendProvider, *, timeout_s: float) -> None:
+    async def start_worker(
+        self, backend: BackendProvider, *, timeout_s: float, gate: Gate | None = None
+    ) -> None:
         """Start draining the outbox in the background (once per process)."""
         if self._worker_task is not None:
             return
@@ -135,7 +158,7 @@ class Retainer:
         except StateError as error:
             logger.warning("outbox unavailable: %s", error)
             return
-        self.worker = RetainWorker(outbox, backend, timeout_s=timeout_s)
+        self.worker = RetainWorker(outbox, backend, timeout_s=timeout_s, gate=gate)
         self._worker_task = asyncio.get_running_loop().create_task(self.worker.run())
 
     async def shutdown(self, deadline: float) -> int:

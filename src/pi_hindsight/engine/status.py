@@ -12,6 +12,7 @@ from typing import Any
 from pi_hindsight.config import LoadedConfig, Settings
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, Scope, ScopeResolution
 from pi_hindsight.engine.types import Outcome
+from pi_hindsight.engine.usage import LastDay
 from pi_hindsight.errors import StateError
 from pi_hindsight.relevance import describe as describe_relevance
 from pi_hindsight.stores.catalog import Catalog
@@ -203,6 +204,8 @@ class EngineStatus:
     evidence: EvidenceStatus
     set_aside: tuple[SetAsideEvent, ...]  # stores set aside by any process, not yet dealt with
     lifecycle: LifecycleCounts | None = None  # corrections in force, documents forgotten
+    spend: LastDay | None = None  # the bank's model spend, last 24 h (engine/usage.py)
+    retain_paused: str | None = None  # why automatic retain is paused (engine/budget.py)
 
     def to_json(self) -> dict[str, Any]:
         proposed = self.proposed_scope
@@ -222,7 +225,8 @@ class EngineStatus:
             },
             "scope": None if self.scope is None else self.scope.to_json(),
             "recall": self.recall.to_json(),
-            "retain": {"automatic": self.retain_automatic},
+            "retain": {"automatic": self.retain_automatic, "paused": self.retain_paused},
+            "spend": None if self.spend is None else self.spend.to_json(),
             "backend": {
                 "contacted": self.backend.contacted,
                 "healthy": self.backend.healthy,
@@ -342,7 +346,7 @@ def describe_status(status: EngineStatus) -> str:
         if status.last_reason:
             last = f"{last} ({status.last_reason})"
         lines.append(f"  last:    {last}")
-        lines.append(f"  retain:  {'automatic' if status.retain_automatic else 'off'}")
+        lines.extend(cost_lines(status))
         backend = status.backend
         health = {
             True: "healthy",
@@ -370,6 +374,16 @@ def describe_status(status: EngineStatus) -> str:
     for event in status.set_aside:
         lines.append(f"  set aside: [{event.event_id}] {describe(event)}")
     return "\n".join(lines)
+
+
+def cost_lines(status: EngineStatus) -> list[str]:
+    """Automatic retain (paused by the token budget?) and the last 24 hours' model spend."""
+    lines = [f"  retain:  {'automatic' if status.retain_automatic else 'off'}"]
+    if status.retain_paused:
+        lines.append(f"  retain:  PAUSED: {status.retain_paused}")
+    if status.spend is not None:
+        lines.append(f"  spend:   {status.spend.describe()}")
+    return lines
 
 
 def lifecycle_line(counts: LifecycleCounts) -> str:

@@ -426,6 +426,7 @@ class CompletedTurn:
     messages: Sequence[TurnMessage]
     memory_entry_id: str | None = None  # the host's record of this request's memory message
     session_file: str | None = None
+    aborted: bool = False  # the user aborted it (engine/trivial.py)
 
 
 @dataclass

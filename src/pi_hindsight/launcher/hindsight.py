@@ -171,6 +171,12 @@ def server_env(
             # The default pool (100) could exhaust PostgreSQL's max_connections on its own.
             "HINDSIGHT_API_DB_POOL_MAX_SIZE": "40",
             "HINDSIGHT_API_LOG_LEVEL": "info",
+            # The per-bank record of model calls `pi-hindsight usage` reads: kept 30 days (the
+            # longest window it shows; the server's default is 1), and the local embedding
+            # calls, which cost nothing, not recorded.
+            "HINDSIGHT_API_LLM_TRACE_ENABLED": "true",
+            "HINDSIGHT_API_LLM_TRACE_RETENTION_DAYS": "30",
+            "HINDSIGHT_API_LLM_TRACE_EXCLUDE_SCOPES": "embedding_*",
             "HF_HUB_DISABLE_TELEMETRY": "1",
             "TOKENIZERS_PARALLELISM": "false",
             "CUDA_VISIBLE_DEVICES": "",

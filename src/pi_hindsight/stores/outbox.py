@@ -37,9 +37,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pi_hindsight.backend.records import RetainItem
+from pi_hindsight.stores import outbox_skipped
 from pi_hindsight.stores.outbox_items import RetainRequest, decode_item, encode_item
 from pi_hindsight.stores.outbox_restore import RestoreResult, restore_rows
 from pi_hindsight.stores.outbox_schema import SCHEMA
+from pi_hindsight.stores.outbox_skipped import SkippedRequest
 from pi_hindsight.stores.sqlite import (
     SetAside,
     StoreConnection,
@@ -220,6 +222,16 @@ class Outbox:
                     return str(row[0])
         return item_id
 
+    def record_skipped(self, skipped: SkippedRequest) -> None:
+        """A request not sent because it carries no knowledge (``outbox_skipped.py``)."""
+        self._follow_live_file()
+        with translated_errors("outbox", self.path):
+            outbox_skipped.record(self._connection, skipped)
+
+    def skipped(self, limit: int = 50) -> list[SkippedRequest]:
+        with translated_errors("outbox", self.path):
+            return outbox_skipped.listed(self._connection, limit)
+
     # -- leases ----------------------------------------------------------------------------
 
     def recover_stale_leases(self) -> int:
@@ -259,6 +271,7 @@ class Outbox:
         include_submitted: bool = True,
         max_items: int = BATCH_MAX_ITEMS,
         max_bytes: int = BATCH_MAX_BYTES,
+        sessions: str = "%",  # a LIKE pattern: only these sessions' work (forced notes)
     ) -> list[Batch]:
         """Lease up to ``limit`` due batches: open ones first (a replay keeps its composition and
         key), then new ones composed from each waiting session's consecutive ready items.
@@ -269,7 +282,7 @@ class Outbox:
         now = time.time()
         states = ("sending", "submitted") if include_submitted else ("sending",)
         with translated_errors("outbox", self.path):
-            if not self._anything_due(now, states):
+            if not self._anything_due(now, states, sessions):
                 return []  # the common idle case takes no write lock
         with translated_errors("outbox", self.path), transaction(self._connection):
             self._expire_leases(now)
@@ -285,8 +298,8 @@ class Outbox:
             for batch_id, session_id in self._connection.execute(
                 "SELECT batch_id, session_id FROM batches "  # noqa: S608 - placeholders only
                 f"WHERE state IN ({_placeholders(states)}) AND lease_owner IS NULL "
-                "AND next_attempt_at <= ? ORDER BY next_attempt_at, seq",
-                (*states, now),
+                "AND next_attempt_at <= ? AND session_id LIKE ? ORDER BY next_attempt_at, seq",
+                (*states, now, sessions),
             ):
                 if len(batch_ids) == limit:
                     break
@@ -294,7 +307,9 @@ class Outbox:
                     busy.add(session_id)
                     batch_ids.append(batch_id)
             if len(batch_ids) < limit:
-                batch_ids += self._compose(now, limit - len(batch_ids), max_items, max_bytes)
+                batch_ids += self._compose(
+                    now, limit - len(batch_ids), max_items, max_bytes, sessions
+                )
             if not batch_ids:
                 return []
             self._connection.execute(
@@ -304,23 +319,25 @@ class Outbox:
             )
             return self._batches(batch_ids)
 
-    def _anything_due(self, now: float, states: Sequence[str]) -> bool:
+    def _anything_due(self, now: float, states: Sequence[str], sessions: str = "%") -> bool:
         """A read (no lock under WAL): is there a ready item, a due batch or an expired lease?"""
         row = self._connection.execute(
-            "SELECT EXISTS (SELECT 1 FROM items WHERE state = 'ready') OR EXISTS ("  # noqa: S608 - placeholders only
-            f"SELECT 1 FROM batches WHERE state IN ({_placeholders(states)}) AND "
+            "SELECT EXISTS (SELECT 1 FROM items WHERE state = 'ready' AND session_id LIKE ?) OR "  # noqa: S608 - placeholders only
+            f"EXISTS (SELECT 1 FROM batches WHERE state IN ({_placeholders(states)}) AND "
             "((lease_owner IS NULL AND next_attempt_at <= ?) OR lease_expires_at < ?))",
-            (*states, now, now),
+            (sessions, *states, now, now),
         ).fetchone()
         return bool(row[0])
 
-    def _compose(self, now: float, limit: int, max_items: int, max_bytes: int) -> list[str]:
+    def _compose(
+        self, now: float, limit: int, max_items: int, max_bytes: int, sessions: str = "%"
+    ) -> list[str]:
         """New batches for sessions that have ready items and no open batch (oldest first)."""
         heads = self._connection.execute(
-            "SELECT session_id FROM items WHERE state = 'ready' AND session_id NOT IN "
-            "(SELECT session_id FROM batches WHERE state IN ('sending', 'submitted')) "
-            "GROUP BY session_id ORDER BY min(seq) LIMIT ?",
-            (limit,),
+            "SELECT session_id FROM items WHERE state = 'ready' AND session_id LIKE ? AND "
+            "session_id NOT IN (SELECT session_id FROM batches WHERE state IN "
+            "('sending', 'submitted')) GROUP BY session_id ORDER BY min(seq) LIMIT ?",
+            (sessions, limit),
         ).fetchall()
         created: list[str] = []
         for (session_id,) in heads:

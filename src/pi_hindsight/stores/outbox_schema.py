@@ -87,5 +87,22 @@ SCHEMA = StoreSchema(
                 WHERE request_id IS NOT NULL
             """,
         ),
+        Migration(
+            "skipped requests",
+            # Requests not sent because they carry no knowledge (engine/trivial.py): which, why.
+            """
+            CREATE TABLE skipped (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                session_id TEXT NOT NULL,
+                request_id TEXT NOT NULL,
+                bank_id TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                chars INTEGER NOT NULL,
+                created_at REAL NOT NULL,
+                UNIQUE (session_id, request_id)
+            );
+            CREATE INDEX skipped_by_time ON skipped(created_at)
+            """,
+        ),
     ),
 )

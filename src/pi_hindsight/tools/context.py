@@ -46,7 +46,12 @@ class ToolContext(Protocol):
         content: str,
         context: str | None,
         kind: str,
+        force: bool = False,
     ) -> str: ...
+
+    def retain_paused(self) -> str | None:
+        """Why automatic retain is paused (the token budget), or None."""
+        ...
 
     def forget_memo(self) -> None: ...
 

@@ -111,6 +111,10 @@ def summary(status: EngineStatus) -> str:
     if status.evidence.enabled:
         parts.append("evidence: " + ("recording" if status.evidence.recording else "NOT recording"))
     parts.append(f"relevance: {status.recall.relevance}")
+    if status.retain_paused:
+        parts.append(f"retain paused: {status.retain_paused}")
+    if status.spend is not None:
+        parts.append(f"spend: {status.spend.describe()}")
     if status.evidence.held_back_line:
         parts.append(f"held back: {status.evidence.held_back_line}")
     for event in status.set_aside:

@@ -26,17 +26,34 @@ async def retain(context: ToolContext, args: MemoryArgs) -> ToolResult:
             f"profile {settings.profile} has no project bank; "
             f"use {RETAIN_GLOBAL_TOOL} for personal preferences"
         )
+    forced = _budget(context, args.force)
     queued = await context.enqueue_note(
         bank_id=scope.bank_id,
         tags=scope.tags,
         content=args.content or "",
         context=args.context,
         kind="project-note",
+        force=forced,
     )
     return ToolResult(
-        f"Queued for project memory ({scope.scope_id}); the outbox delivers it to Hindsight.",
-        {"outboxItem": queued, "bankId": scope.bank_id},
+        f"Queued for project memory ({scope.scope_id}); the outbox delivers it to Hindsight"
+        + (" although the daily token budget is reached." if forced else "."),
+        {"outboxItem": queued, "bankId": scope.bank_id, "forced": forced},
     )
+
+
+def _budget(context: ToolContext, force: bool) -> bool:
+    """Whether this note goes past a reached token budget; refuses it without ``force``, so an
+    explicit retain is never held silently (docs/operations.md, "Cost")."""
+    paused = context.retain_paused()
+    if paused is None:
+        return False
+    if not force:
+        raise ToolInputError(
+            f"the daily token budget is reached, nothing was queued: retain is {paused}. "
+            "Ask the user; to keep this note anyway, call again with force: true"
+        )
+    return True
 
 
 async def retain_global(context: ToolContext, params: dict[str, Any]) -> ToolResult:
@@ -48,6 +65,7 @@ async def retain_global(context: ToolContext, params: dict[str, Any]) -> ToolRes
             "or user-only with `pi-hindsight setup --profile …` to keep memory across projects"
         )
     args = parse_retain_global_args(params)
+    forced = _budget(context, args.force)
     bank = settings.banks.user.bank_id
     # Create the User bank with its mission now; if Hindsight is unreachable, the outbox waits.
     with contextlib.suppress(BackendError):
@@ -58,8 +76,9 @@ async def retain_global(context: ToolContext, params: dict[str, Any]) -> ToolRes
         content=args.content,
         context=args.context,
         kind="user-note",
+        force=forced,
     )
     return ToolResult(
         f"Queued for the User bank {bank}; it will be recalled in every project.",
-        {"outboxItem": queued, "bankId": bank},
+        {"outboxItem": queued, "bankId": bank, "forced": forced},
     )

@@ -91,6 +91,11 @@ async def reflect(context: ToolContext, args: MemoryArgs) -> ToolResult:
     )
     if result.mental_model_ids:
         cited += "\nMental models: " + ", ".join(result.mental_model_ids)
+    cited += (
+        f"\nTokens used: {result.tokens_used} (as the server reports them)"
+        if result.tokens_used is not None
+        else "\nTokens used: the server did not report them"
+    )
     text = f"Synthesised by Hindsight from {label} (reference material):\n{answer}\n\n{cited}"
     return ToolResult(
         bounded(text),
@@ -99,5 +104,6 @@ async def reflect(context: ToolContext, args: MemoryArgs) -> ToolResult:
             "memoryIds": list(result.memory_ids),
             "mentalModelIds": list(result.mental_model_ids),
             "evidenceIds": evidence,
+            "tokensUsed": result.tokens_used,
         },
     )

@@ -111,6 +111,7 @@ class MemoryArgs(_Args):
     # forget / correct: a record id from recall, a delivered block's details or evidence
     record_id: str | None = Field(default=None, alias="recordId", min_length=1, max_length=200)
     confirm: bool = False  # forget: really delete (after showing the dry run)
+    force: bool = False  # retain: past the daily token budget (engine/budget.py)
 
     @model_validator(mode="after")
     def _needs(self) -> MemoryArgs:
@@ -134,6 +135,7 @@ class MemoryArgs(_Args):
 class RetainGlobalArgs(_Args):
     content: str = Field(min_length=1, max_length=8_000)
     context: str | None = Field(default=None, max_length=500)
+    force: bool = False
 
 
 _DATE = {"type": "string", "description": "ISO 8601 date or date-time"}
@@ -198,6 +200,10 @@ MEMORY_PARAMETERS: dict[str, Any] = {
             "type": "boolean",
             "description": "forget: really delete, after the user saw the dry run",
         },
+        "force": {
+            "type": "boolean",
+            "description": "retain: queue it although the daily token budget is reached",
+        },
     },
 }
 RETAIN_GLOBAL_PARAMETERS: dict[str, Any] = {
@@ -210,6 +216,10 @@ RETAIN_GLOBAL_PARAMETERS: dict[str, Any] = {
             "description": "A durable personal preference or cross-project workflow to remember",
         },
         "context": {"type": "string"},
+        "force": {
+            "type": "boolean",
+            "description": "retain: queue it although the daily token budget is reached",
+        },
     },
 }
 

@@ -29,6 +29,7 @@ from pi_hindsight_standin.wire import (
     build_completion,
     error_body,
     iter_chunks,
+    usage_of,
 )
 
 logger = logging.getLogger(__name__)
@@ -72,8 +73,9 @@ def openai_chat_role(decide: Decide, *, model: str) -> Handler:
             )
         kind, reply = decide(body)
         logger.debug("%s %s -> %s", request.role, kind, reply.finish_reason)
+        usage = usage_of(body, reply)
         if body.get("stream"):
-            return Answer(kind, events=_events(body, reply, model))
-        return Answer(kind, payload=build_completion(body, reply, default_model=model))
+            return Answer(kind, events=_events(body, reply, model), usage=usage)
+        return Answer(kind, payload=build_completion(body, reply, default_model=model), usage=usage)
 
     return handle

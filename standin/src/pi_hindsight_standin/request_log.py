@@ -3,7 +3,8 @@
 Tests prove what reached a provider by reading it (``StandIn.requests``, ``GET
 /_standin/requests``). One line per request, flushed before the reply is written::
 
-    {"ts": "…", "role": "pi", "path": "/pi/v1/chat/completions", "kind": "prompt", "body": {…}}
+    {"ts": "…", "role": "pi", "path": "/pi/v1/chat/completions", "kind": "prompt", "body": {…},
+     "usage": {"prompt_tokens": …, "completion_tokens": …, "total_tokens": …}}
 """
 
 from __future__ import annotations
@@ -52,14 +53,18 @@ class RequestLog:
                 self._file.close()
                 self._file = None
 
-    def append(self, role: str, path: str, kind: str, body: Any) -> None:
-        entry = {
+    def append(
+        self, role: str, path: str, kind: str, body: Any, *, usage: JsonObject | None = None
+    ) -> None:
+        entry: JsonObject = {
             "ts": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "role": role,
             "path": path,
             "kind": kind,
             "body": body,
         }
+        if usage is not None:  # what the answer reported: tests compare the server's count
+            entry["usage"] = usage
         line = json.dumps(entry, ensure_ascii=False)
         with self._lock:
             self._memory.append(entry)

@@ -75,6 +75,8 @@ class Answer:
     payload: Any = None
     events: Iterable[SseEvent] | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    #: The token usage the answer reports (chat completions), logged with the request.
+    usage: JsonObject | None = None
 
 
 #: A role's handler: one parsed request in, one answer out. Called on the server's threads.

@@ -158,7 +158,7 @@ class _Handler(BaseHTTPRequestHandler):
         answer = handler(request)
         if answer.kind is not None:
             logged = request.body if request.body is not None else raw.decode("utf-8", "replace")
-            standin.log.append(name, path, answer.kind, logged or None)
+            standin.log.append(name, path, answer.kind, logged or None, usage=answer.usage)
         self._answer(answer)
 
     def _admin(self, method: str, route: str, query: Mapping[str, list[str]], raw: bytes) -> None:

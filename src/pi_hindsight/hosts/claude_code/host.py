@@ -219,7 +219,9 @@ class ClaudeCodeHost:
         )
         state.framed = True
         block = state.deliver(memo)
-        return framing if block is None else f"{framing}\n\n{block}", list(memo.notices)
+        paused = engine.retain_paused()  # the token budget (engine/budget.py): say so at start
+        notices = [*memo.notices, *([Notice("warning", f"retain {paused}")] if paused else [])]
+        return framing if block is None else f"{framing}\n\n{block}", notices
 
     async def _mark_fork(self, transcript: Path) -> None:
         """A fork's file starts with a copy of the history it came from, retained already under

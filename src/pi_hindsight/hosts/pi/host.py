@@ -196,6 +196,7 @@ class PiHost:
                     messages=turn_messages(messages),
                     memory_entry_id=memory_entry_id,
                     session_file=parsed.session_file,
+                    aborted=parsed.aborted,
                 )
             )
         except PiHindsightError as error:
