@@ -65,7 +65,7 @@ class SidecarGone(Exception):
 class RpcSidecar:
     """A real ``pi-hindsight serve`` process; every wait is bounded."""
 
-    def __init__(self, env: dict[str, str], *, ready_s: float = 60.0) -> None:
+    def __init__(self, env: dict[str, str], *, ready_s: float = 300.0) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pi_hindsight", "serve"],
             stdin=subprocess.PIPE,
@@ -78,9 +78,14 @@ class RpcSidecar:
         self._next = 0
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._drain_stderr, daemon=True).start()
-        ready = self._lines.get(timeout=ready_s)
+        try:
+            ready = self._lines.get(timeout=ready_s)
+        except queue.Empty:
+            ready = None
         if ready is None or ready.get("method") != "ready":
-            raise SidecarGone(f"no ready line: {ready}")
+            self.process.kill()  # ours: never left behind
+            self.process.wait(timeout=10)
+            raise SidecarGone(f"no ready line within {ready_s}s: {ready}")
 
     def _read(self) -> None:
         assert self.process.stdout is not None

@@ -90,6 +90,7 @@ class Load:
 
 
 def _person_work(person: Person, options: argparse.Namespace, load: Load, ledger: Ledger) -> None:
+    time.sleep(person.index * options.ramp)  # people start one after another, then all work
     try:
         for number in range(options.sessions):
             repo = person.own_repo if number % 2 == 0 else person.shared_repo
@@ -273,6 +274,8 @@ def _report(
         "claude_code_people": options.claude,
         "sessions": options.sessions,
         "requests_per_session": options.requests,
+        "pause_s": options.pause,
+        "ramp_s": options.ramp,
         "planned": load.planned,
         "sent": len(load.sent),
         "load_s": round(load_s, 1),
@@ -348,6 +351,9 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=3, help="requests per session")
     parser.add_argument(
         "--pause", type=float, default=0.5, help="seconds between a person's requests"
+    )
+    parser.add_argument(
+        "--ramp", type=float, default=1.0, help="seconds between one person's start and the next"
     )
     parser.add_argument("--timeout", type=float, default=1800, help="bound of the whole run, s")
     parser.add_argument("--json", type=Path, help="also write the report here")
