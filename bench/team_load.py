@@ -279,6 +279,7 @@ def _report(
         "planned": load.planned,
         "sent": len(load.sent),
         "load_s": round(load_s, 1),
+        "sent_per_s": round(len(load.sent) / load_s, 2) if load_s else None,
         "until_all_retained_s": round(retained_s, 1),
         "retained_per_s": round(retained / retained_s, 2) if retained_s else None,
         "wait_for_memory": {
@@ -314,8 +315,9 @@ def _print(report: dict[str, Any]) -> None:
     print(
         f"{report['people']} people ({report['claude_code_people']} on Claude Code) x "
         f"{report['sessions']} sessions x {report['requests_per_session']} requests: "
-        f"{report['sent']} of {report['planned']} sent in {report['load_s']} s; all retained "
-        f"after {report['until_all_retained_s']} s: {report['retained_per_s']} requests/s"
+        f"{report['sent']} of {report['planned']} sent in {report['load_s']} s "
+        f"({report['sent_per_s']}/s); all retained after {report['until_all_retained_s']} s "
+        f"from the first request: {report['retained_per_s']} retained requests/s"
     )
     for host, figures in report["wait_for_memory"].items():
         calm, every = figures["outside_outages"], figures["all"]
