@@ -161,6 +161,7 @@ class Plan:
     deadline: float
     on_sent: Callable[[Sent], None]
     personal: bool = False  # also retain a personal preference (hindsight_retain_global)
+    on_tool: Callable[[float], None] = lambda seconds: None  # how long that tool call took
 
 
 def pi_session(plan: Plan, ledger: Ledger) -> list[Sent]:
@@ -176,10 +177,15 @@ def pi_session(plan: Plan, ledger: Ledger) -> list[Sent]:
             value = token("pu")
             ledger.add(value, Owner(person=person.name))
             params = {"content": f"{person.name} personally prefers the {value} editor theme."}
+            started = time.monotonic()
+            # Bounded generously: the shim's own bound (the tool's timeoutMs) is what the report
+            # compares this wait with; here the preference must be queued to be checked.
             result = sidecar.call(
                 "toolCall",
                 {"name": "hindsight_retain_global", "params": params, "sessionId": session},
+                timeout=300,
             )
+            plan.on_tool(time.monotonic() - started)
             if result.get("isError"):
                 raise RuntimeError(f"{person.name}: retain_global failed: {result}")
         for n in range(plan.requests):

@@ -68,6 +68,7 @@ class Load:
     windows: list[Window] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     done: bool = False  # every person has finished
+    tool_waits: list[float] = field(default_factory=list)  # hindsight_retain_global calls
     changed: threading.Condition = field(default_factory=threading.Condition)
 
     def on_sent(self, one: Sent) -> None:
@@ -102,6 +103,7 @@ def _person_work(person: Person, options: argparse.Namespace, load: Load, ledger
             plan = Plan(
                 person, repo, session, options.requests, options.pause, load.deadline,
                 load.on_sent, personal=person.host == "pi" and number == 0,
+                on_tool=load.tool_waits.append,
             )  # fmt: skip
             if person.host == "pi":
                 pi_session(plan, ledger)
@@ -289,6 +291,7 @@ def _report(
             }
             for host in ("pi", "claude-code")
         },
+        "retain_global_wait": _figures(load.tool_waits),
         "recall_ms_inside_sidecar": _figures(
             [o.recall_ms / 1000 for o in calm if o.recall_ms is not None]
         ),
@@ -325,6 +328,11 @@ def _print(report: dict[str, Any]) -> None:
             f"  {host:<11} wait for memory p50 {calm['p50_ms']} ms, p99 {calm['p99_ms']} ms "
             f"(n={calm['n']}, outside outages); all: p50 {every['p50_ms']}, p99 {every['p99_ms']}"
         )
+    tool = report["retain_global_wait"]
+    print(
+        f"  hindsight_retain_global wait p50 {tool['p50_ms']} ms, p99 {tool['p99_ms']} ms "
+        f"(n={tool['n']}; the shim waits timeoutMs + 2 s, 12 s by default)"
+    )
     recall = report["recall_ms_inside_sidecar"]
     print(f"  recall inside the sidecar: p50 {recall['p50_ms']} ms, p99 {recall['p99_ms']} ms")
     print(f"  outcomes: {report['outcomes']}; outages: {report['outages']}")
