@@ -203,18 +203,19 @@ def outages_show(
         detail = records.get(one.request_id)
         failed = _failed(one, records)
         inside = [w for w in windows if w.covers(one)]
-        for window in inside:
-            met[window.kind] += failed
         refused = BackendAuthRejected.REFUSED in (one.reason or "") or (
             detail is not None and BackendAuthRejected.REFUSED in (detail.record.reason or "")
         )
+        for window in inside:  # a refusal meets the refusal window; anything else the restart
+            met[window.kind] += failed and refused == (window.who is not None)
         if refused and not any(w.who == one.person for w in inside):
             check.problems.append(f"{one.request_id}: {one.person} was refused outside the window")
         if not failed:
             last_failed[one.person] = False
             continue
         check.checked += 1
-        problem = _visible(one, detail, refused, any(w.who for w in inside))
+        only_refusal = any(w.who for w in inside) and all(w.who for w in inside)
+        problem = _visible(one, detail, refused, only_refusal)
         if one.host == "claude-code" and not last_failed.get(one.person) and not one.notices:
             problem = problem or "the first failure of an outage showed no system message"
         if problem:

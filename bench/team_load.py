@@ -117,19 +117,17 @@ def _coordinate(load: Load, victim: Person, server: ServerControl) -> None:
     """The two outages, each held until someone met it (bounded)."""
     total = load.planned
     try:
+        # After the victim's first request (their next ones meet it), held until one has.
         load.wait_for(
-            lambda: (
-                load.done
-                or (
-                    len(load.sent) >= max(1, total * 0.15)
-                    and any(one.person == victim.name for one in load.sent)
-                )
-            ),
+            lambda: load.done or any(one.person == victim.name for one in load.sent),
             timeout=max(1.0, load.deadline - time.monotonic()),
         )
         start = time.monotonic()
         victim.write_key(new_key())  # a key the server does not know
-        load.wait_for(lambda: load.done or load.met_since(start, victim.name), timeout=90)
+        load.wait_for(
+            lambda: load.done or load.met_since(start, victim.name),
+            timeout=max(1.0, load.deadline - time.monotonic()),
+        )
         time.sleep(1.0)  # a while: also the retain worker meets it
         victim.write_key(victim.key)
         load.windows.append(Window("refused key", start, time.monotonic(), victim.name))
