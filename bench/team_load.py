@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -165,6 +166,14 @@ class ServerControl:
         from pi_hindsight.launcher import stop_server
 
         stop_server(self.state_dir)
+
+    def remove(self) -> None:
+        """The stopped server's files; as root, also its PostgreSQL cluster in the system dir."""
+        from pi_hindsight.launcher.postgres import instance_key, system_dir
+
+        if os.geteuid() == 0:
+            shutil.rmtree(system_dir() / "instances" / instance_key(self.state_dir), True)
+        shutil.rmtree(self.state_dir, ignore_errors=True)
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -364,6 +373,9 @@ def main() -> int:
         "--ramp", type=float, default=1.0, help="seconds between one person's start and the next"
     )
     parser.add_argument("--timeout", type=float, default=1800, help="bound of the whole run, s")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the people's state dirs and the server's files"
+    )
     parser.add_argument("--json", type=Path, help="also write the report here")
     options = parser.parse_args()
     if options.claude is None:
@@ -381,6 +393,12 @@ def main() -> int:
     except Exception:
         traceback.print_exc()
         return 2
+    finally:
+        if options.keep:
+            print(f"kept: {work}", file=sys.stderr)
+        else:
+            ServerControl(work / "server").remove()
+            shutil.rmtree(work, ignore_errors=True)
     _print(report)
     if options.json:
         options.json.write_text(json.dumps(report, indent=2))
