@@ -80,6 +80,7 @@ bench: install
 	$(PY) bench/outbox_durability.py
 	$(PY) bench/claude_code_hooks.py
 	$(PY) bench/retain_bench.py
+	$(PY) bench/team_load.py
 
 clean:
 	rm -rf $(VENV) node_modules pi1/node_modules claude/node_modules .mypy_cache .ruff_cache .pytest_cache

@@ -176,6 +176,19 @@ def test_a_remote_server_goes_through_the_proxy_unless_no_proxy_says_otherwise(
         sidecar.initialize(repo, "remote-1")
         sidecar.turn("remote-1", "r1", exchange("Remember: the cache is on the Vega volume."))
         seen.append(json.dumps(wait_until_delivered(sidecar)))
+        # Every status says which proxy is used: the status RPC, Pi's /hindsight, the
+        # hindsight_memory tool (Claude Code's status too) — never with its credentials.
+        via = f"http://***@127.0.0.1:{proxy.port} (from HTTPS_PROXY)"
+        rpc = sidecar.call("status", {})
+        assert rpc["backend"]["proxy"]["description"] == via
+        command = sidecar.call("command", {"name": "hindsight", "sessionId": "remote-1"})
+        tool = sidecar.call(
+            "toolCall",
+            {"name": "hindsight_memory", "params": {"action": "status"}, "sessionId": "remote-1"},
+        )
+        seen.extend(json.dumps(shown) for shown in (rpc, command, tool))
+        assert f"proxy:   {via}" in command["text"]
+        assert f"proxy {via}" in tool["content"][0]["text"]
         answered = _prepare(sidecar, "remote-1")
         seen.append(json.dumps(answered))
         assert answered["outcome"] in ("delivered", "nothing_found"), answered

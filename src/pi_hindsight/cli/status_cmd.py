@@ -192,7 +192,7 @@ def status(cwd: Path, no_server: bool, state_dir: Path | None, as_json: bool) ->
     if no_server:
         state = "not checked"
     click.echo(f"server:    {server.get('url') or '-'} — {state}")
-    if server.get("proxy"):
+    if server.get("proxy") and engine_status.scope is None:  # else describe_status said it
         click.echo(f"proxy:     {server['proxy']['description']}")
     reranker = server.get("reranker")
     if reranker:

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from pi_hindsight.backend import BankMissions, MemoryBackend
 from pi_hindsight.config import Settings
 from pi_hindsight.engine.types import Notice
-from pi_hindsight.errors import BackendAuthRejected, BackendError
+from pi_hindsight.errors import BackendAuthRejected, BackendError, PiHindsightError
+from pi_hindsight.transport import ProxyRoute, proxy_route
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +66,15 @@ class HindsightConnection:
                 access = ServerAccess(base_url, hindsight.api_key, hindsight.ca_file)
                 self._backend = await self._factory(access)
             return self._backend
+
+    async def route(self, settings: Settings) -> ProxyRoute | None:
+        """The proxy the client uses for the session's server, as ``status`` shows it (None:
+        no server known). The same rule as the client's (``transport.proxy_route``)."""
+        try:
+            base_url = await asyncio.to_thread(self._resolve, settings)
+        except PiHindsightError:  # a damaged server record: status shows it elsewhere
+            return None
+        return None if base_url is None else proxy_route(base_url, os.environ)
 
     async def ensure_bank(
         self, backend: MemoryBackend, bank_id: str, mission: str, *, timeout: float

@@ -530,7 +530,10 @@ class MemoryEngine:
             recall=RecallStatus.of(settings),
             retain_automatic=settings.project_retain,
             backend=BackendStatus(
-                self.connection.created, self.connection.healthy, self.connection.last_error
+                self.connection.created,
+                self.connection.healthy,
+                self.connection.last_error,
+                await self.connection.route(settings),
             ),
             config=ConfigStatus.of(self.config),
             last_outcome=session.last_outcome if session else None,

@@ -20,6 +20,7 @@ from pi_hindsight.stores.catalog_lifecycle import LifecycleCounts
 from pi_hindsight.stores.evidence import EvidenceLedger
 from pi_hindsight.stores.outbox import Outbox
 from pi_hindsight.stores.set_aside import SetAsideEvent, describe
+from pi_hindsight.transport import ProxyRoute
 from pi_hindsight.user_bank import UserBankChoice
 
 HELD_BACK_WINDOW_S = 86_400.0  # status shows the held-back share over the last day
@@ -88,6 +89,11 @@ class BackendStatus:
     contacted: bool
     healthy: bool | None  # None: not contacted yet
     last_error: str | None
+    proxy: ProxyRoute | None = None  # the proxy to the server, and why (None: no server known)
+
+    @property
+    def proxy_line(self) -> str | None:
+        return None if self.proxy is None else self.proxy.describe()
 
 
 @dataclass(frozen=True)
@@ -231,6 +237,7 @@ class EngineStatus:
                 "contacted": self.backend.contacted,
                 "healthy": self.backend.healthy,
                 "lastError": self.backend.last_error,
+                "proxy": None if self.backend.proxy is None else self.backend.proxy.to_json(),
             },
             "config": {
                 "path": self.config.path,
@@ -354,6 +361,8 @@ def describe_status(status: EngineStatus) -> str:
             None: "not contacted yet",
         }
         lines.append(f"  backend: {health[backend.healthy]}")
+        if backend.proxy_line is not None:
+            lines.append(f"  proxy:   {backend.proxy_line}")
     outbox = status.outbox
     if outbox is not None and outbox.error is None:
         lines.append(

@@ -98,7 +98,8 @@ def summary(status: EngineStatus) -> str:
     health = {True: "healthy", False: f"unavailable ({backend.last_error})", None: "not contacted"}
     parts = [
         f"scope {scope.scope_id} in bank {scope.bank_id} (tags {', '.join(scope.tags)}, exact)",
-        f"profile {status.profile}; backend {health[backend.healthy]}",
+        f"profile {status.profile}; backend {health[backend.healthy]}"
+        + (f"; proxy {backend.proxy_line}" if backend.proxy_line else ""),
         f"last request: {status.last_outcome or 'none'}"
         + (f" ({status.last_reason})" if status.last_reason else ""),
     ]
