@@ -38,7 +38,16 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from pi_hindsight.redaction import assignments, blocks, commands, context, finder, names, tokens
+from pi_hindsight.redaction import (
+    assignments,
+    blocks,
+    commands,
+    context,
+    finder,
+    names,
+    tokens,
+    vendors,
+)
 from pi_hindsight.redaction.source import Finding, Hit, Source
 from pi_hindsight.redaction.triggers import TriggerSet
 
@@ -108,11 +117,12 @@ _CONTEXT = _Detector(
     ),
 )
 
+_PATTERNS = (*tokens.PATTERNS, *vendors.PATTERNS)
 _MARKER = re.compile(r"\[REDACTED:[a-z0-9_]{1,64}\]")
 _TRIGGERS = TriggerSet(
     (
         ("[REDACTED:", False),
-        *(trigger for pattern in tokens.PATTERNS for trigger in pattern.triggers),
+        *(trigger for pattern in _PATTERNS for trigger in pattern.triggers),
         *(trigger for detector in (*_DETECTORS, _CONTEXT) for trigger in detector.triggers),
         *finder.HINTS,
     )
@@ -123,12 +133,12 @@ def _indices(triggers: tuple[tuple[str, bool], ...]) -> frozenset[int]:
     return frozenset(_TRIGGERS.index(literal, folded) for literal, folded in triggers)
 
 
-# trigger index -> the token patterns it enables (by position in tokens.PATTERNS)
+# trigger index -> the token patterns it enables (by position in _PATTERNS)
 _PATTERNS_BY_TRIGGER: dict[int, list[int]] = {}
-for _position, _pattern in enumerate(tokens.PATTERNS):
+for _position, _pattern in enumerate(_PATTERNS):
     for _index in _indices(_pattern.triggers):
         _PATTERNS_BY_TRIGGER.setdefault(_index, []).append(_position)
-_ALWAYS = [position for position, pattern in enumerate(tokens.PATTERNS) if not pattern.triggers]
+_ALWAYS = [position for position, pattern in enumerate(_PATTERNS) if not pattern.triggers]
 _DETECTOR_TRIGGERS = tuple((detector, _indices(detector.triggers)) for detector in _DETECTORS)
 _CONTEXT_TRIGGERS = _indices(_CONTEXT.triggers)
 _MARKER_TRIGGER = _TRIGGERS.index("[REDACTED:", False)
@@ -140,7 +150,7 @@ _WORD_TRIGGERS = (
 
 KINDS: frozenset[str] = frozenset(
     (
-        *(pattern.kind for pattern in tokens.PATTERNS),
+        *(pattern.kind for pattern in _PATTERNS),
         *(kind for detector in (*_DETECTORS, _CONTEXT) for kind in detector.kinds),
     )
 )
@@ -156,10 +166,10 @@ def _hits(text: str, *, prefilter: bool = True) -> list[Hit]:
         enabled = set(_ALWAYS)
         for index in present:
             enabled.update(_PATTERNS_BY_TRIGGER.get(index, ()))
-        patterns = [tokens.PATTERNS[position] for position in sorted(enabled)]
+        patterns = [_PATTERNS[position] for position in sorted(enabled)]
     else:
         present = frozenset(range(len(_TRIGGERS)))
-        patterns = list(tokens.PATTERNS)
+        patterns = list(_PATTERNS)
     source.found.extend(tokens.find_tokens(source, patterns))
     for detector, indices in _DETECTOR_TRIGGERS:
         if not indices.isdisjoint(present):

@@ -1,0 +1,41 @@
+"""Vendor-shaped strings that are not secrets: placeholders, documented examples, masks.
+
+A vendor prefix is strong evidence, but documentation and tests are full of ``ghp_xxxx…``,
+``AKIAIOSFODNN7EXAMPLE``, ``sk_live_AAAA…`` or ``xoxb-your-token``. Redacting those costs the
+reader the example and protects nothing; what the body after the prefix looks like decides:
+
+- a run of one repeated character covering much of the body (``xxxx``, ``0000``, ``****``);
+- a placeholder word (``example``, ``your``, ``fake``, ``dummy``, ``sample``, ``test``-only
+  runs such as ``123456789`` or ``abcdefgh``), or a template marker (``<…>``, ``${…}``, ``{{…}}``);
+- a body of very few distinct characters for its length.
+
+A token whose format carries a checksum is judged by the checksum first (see checksums.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["is_placeholder"]
+
+_WORDS = re.compile(
+    r"example|xxxx|placeholder|changeme|dummy|sample|fake|your[-_]|[-_]here\b|redacted|"
+    r"<[^<>]*>|\$\{|\{\{|\.\.\.|…|\*\*\*",
+    re.IGNORECASE,
+)
+_SEQUENCES = ("0123456789", "123456789", "abcdefghij", "bcdefghijk", "qrstuvwxyz", "ABCDEFGHIJ")
+_REPEAT = re.compile(r"(.)\1{5,}")
+
+
+def is_placeholder(body: str) -> bool:
+    """Whether ``body`` (a token's text after its vendor prefix) is a stand-in, not a secret."""
+    if not body:
+        return True
+    if _WORDS.search(body):
+        return True
+    longest = max((len(match.group()) for match in _REPEAT.finditer(body)), default=0)
+    if longest >= 6 and longest * 3 >= len(body):
+        return True
+    if any(sequence in body for sequence in _SEQUENCES) and len(set(body)) * 2 < len(body):
+        return True
+    return len(body) >= 12 and len(set(body)) <= max(3, len(body) // 10)
