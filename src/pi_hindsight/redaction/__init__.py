@@ -176,9 +176,36 @@ def _hits(text: str, *, prefilter: bool = True) -> list[Hit]:
             source.found.extend(detector.find(source))
     if not _CONTEXT_TRIGGERS.isdisjoint(present):
         source.found.extend(_CONTEXT.find(source))
+    found = _repeats(text, source.found)
     if _MARKER_TRIGGER in present:
-        return _outside_markers(text, source.found)
-    return source.found
+        return _outside_markers(text, found)
+    return found
+
+
+# A secret found once is a secret wherever else it occurs in the same text (echoed in a log line,
+# repeated in a table) even where no detector's context holds. Values shorter than _REPEAT_MIN
+# could be ordinary words; at most _REPEAT_VALUES distinct values are searched (each search is
+# one C-speed scan), so adversarial text with thousands of findings stays linear.
+_REPEAT_MIN = 8
+_REPEAT_VALUES = 64
+
+
+def _repeats(text: str, hits: list[Hit]) -> list[Hit]:
+    values: dict[str, str] = {}
+    for start, end, kind in hits:
+        if end - start >= _REPEAT_MIN and len(values) < _REPEAT_VALUES:
+            values.setdefault(text[start:end], kind)
+    if not values:
+        return hits
+    extra: list[Hit] = []
+    for value, kind in values.items():
+        at = text.find(value)
+        if text.find(value, at + 1) < 0:
+            continue  # the usual case: the value occurs once
+        while at >= 0:
+            extra.append((at, at + len(value), kind))
+            at = text.find(value, at + len(value))
+    return [*hits, *extra] if extra else hits
 
 
 # A text longer than CAP is redacted one segment of about _SEGMENT characters at a time, each
