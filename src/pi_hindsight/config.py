@@ -20,7 +20,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from pi_hindsight.config_display import (
@@ -41,6 +50,8 @@ from pi_hindsight.errors import ConfigError, InputFileError
 from pi_hindsight.legacy.config_keys import migrate_legacy, unknown_keys
 from pi_hindsight.paths import ensure_private_dir, pi_agent_dir
 from pi_hindsight.paths import state_dir as default_state_dir
+from pi_hindsight.redaction.user_rules import UserRules, compile_rules
+from pi_hindsight.redaction.user_rules import use as use_redaction_rules
 from pi_hindsight.relevance import Relevance, RelevanceSettings
 from pi_hindsight.safe_files import (
     CONFIG_MAX_BYTES,
@@ -208,6 +219,23 @@ class EvidenceSettings(_Model):
     cap_bytes: int = Field(default=50_000_000, alias="capBytes", ge=1_000_000, le=100_000_000_000)
 
 
+class RedactionSettings(_Model):
+    """The user's own redaction rules (redaction/user_rules.py; docs/security.md). User-only."""
+
+    patterns: dict[str, str] = Field(default_factory=dict, max_length=100)
+    allow: list[str] = Field(default_factory=list, max_length=1_000)
+    _rules: UserRules = PrivateAttr(default_factory=UserRules)
+
+    @model_validator(mode="after")
+    def _compiles(self) -> RedactionSettings:
+        self._rules = compile_rules(self.patterns, self.allow)
+        return self
+
+    @property
+    def rules(self) -> UserRules:
+        return self._rules
+
+
 class Settings(_Model):
     enabled: StrictBool = True
     profile: Profile = "project-only"
@@ -224,6 +252,7 @@ class Settings(_Model):
     post_retain_reflect: StrictBool = Field(default=False, alias="postRetainReflect")
     evidence: EvidenceSettings = EvidenceSettings()
     memo: MemoSettings = MemoSettings()
+    redaction: RedactionSettings = RedactionSettings()
     timeout_ms: int = Field(default=10_000, alias="timeoutMs", ge=500, le=120_000)
     # Reflect synthesises with the server's LLM: its own bound (R-REFLECT-2); timeoutMs is not
     # raised for it, and a cancel ends it at once.
@@ -573,6 +602,8 @@ def load_config(
     _apply_environment(raw, env, sources, problems)
     settings, validation_problems = _validate(raw, sources, user_name)
     settings, user_bank = _user_bank(settings, raw, sources, key_configured, problems)
+    # The process redacts with the rules of the config it loaded (never a repository's).
+    use_redaction_rules(settings.redaction.rules)
     return LoadedConfig(
         settings=settings,
         problems=_capped([*problems, *validation_problems]),

@@ -86,6 +86,7 @@ def is_free_map(dotted: str) -> bool:
         "projectPins",
         "hindsight.apiKey",
         "recall.relevance.banks",
+        "redaction.patterns",
     }
 
 

@@ -46,6 +46,7 @@ from pi_hindsight.redaction import (
     finder,
     names,
     tokens,
+    user_rules,
     vendors,
 )
 from pi_hindsight.redaction.source import Finding, Hit, Source
@@ -269,6 +270,10 @@ def redact(text: str) -> Redacted:
     if not text:
         return Redacted(text)
     hits = _hits(text) if len(text) <= CAP else _segmented_hits(text)
+    rules = user_rules.current()
+    if rules:
+        hits = [*hits, *rules.hits(text)]
+        hits = [hit for hit in hits if not rules.allowed(text[hit[0] : hit[1]])]
     if not hits:
         return Redacted(text)
     merged, starts, ends = _merge(hits)
