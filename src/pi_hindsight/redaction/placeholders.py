@@ -5,9 +5,9 @@ A vendor prefix is strong evidence, but documentation and tests are full of ``gh
 reader the example and protects nothing; what the body after the prefix looks like decides:
 
 - a run of one repeated character covering much of the body (``xxxx``, ``0000``, ``****``);
-- a placeholder word (``example``, ``your``, ``fake``, ``dummy``, ``sample``, ``test``-only
-  runs such as ``123456789`` or ``abcdefgh``), or a template marker (``<…>``, ``${…}``, ``{{…}}``);
-- a body of very few distinct characters for its length.
+- a placeholder word (``example``, ``your``, ``fake``, ``dummy``, ``sample``), or a template
+  marker (``<…>``, ``${…}``, ``{{…}}``);
+- a long body of at most 4 distinct characters (``a1B2a1B2…``).
 
 A token whose format carries a checksum is judged by the checksum first (see checksums.py).
 """
@@ -23,7 +23,6 @@ _WORDS = re.compile(
     r"<[^<>]*>|\$\{|\{\{|\.\.\.|…|\*\*\*",
     re.IGNORECASE,
 )
-_SEQUENCES = ("0123456789", "123456789", "abcdefghij", "bcdefghijk", "qrstuvwxyz", "ABCDEFGHIJ")
 _REPEAT = re.compile(r"(.)\1{5,}")
 
 
@@ -36,6 +35,4 @@ def is_placeholder(body: str) -> bool:
     longest = max((len(match.group()) for match in _REPEAT.finditer(body)), default=0)
     if longest >= 6 and longest * 3 >= len(body):
         return True
-    if any(sequence in body for sequence in _SEQUENCES) and len(set(body)) * 2 < len(body):
-        return True
-    return len(body) >= 12 and len(set(body)) <= max(3, len(body) // 10)
+    return len(body) >= 16 and len(set(body)) <= 4
