@@ -42,6 +42,7 @@ from pi_hindsight.redaction import (
     assignments,
     blocks,
     commands,
+    comparisons,
     context,
     finder,
     names,
@@ -102,6 +103,9 @@ _DETECTORS = (
     _Detector(commands.find_cli_passwords, _words(commands.CLI_TRIGGERS), ("cli_password",)),
     _Detector(commands.find_cookies, (("cookie", True),), ("cookie",)),
     _Detector(commands.find_sql_passwords, _words(commands.SQL_TRIGGERS), ("sql_password",)),
+    _Detector(
+        comparisons.find_comparisons, comparisons.TRIGGERS, ("secret_comparison", "secret_call")
+    ),
 )
 # Runs last: it reads the findings of the others (an AWS key id, a Twilio SID).
 _CONTEXT = _Detector(

@@ -331,4 +331,13 @@ def _is_text(value: str, strength: Strength, place: Place) -> bool:
         return is_code(value) or is_name_like(value)
     if strength == "password":
         return place == "quoted" and is_prose(value)
-    return is_name_like(value) or is_prose(value) or is_code(value)
+    # Inside quotes a bracket is a character of the literal; a call or an operator is still code.
+    code = _quoted_code(value) if place == "quoted" else is_code(value)
+    return is_name_like(value) or is_prose(value) or code
+
+
+_OPERATORS = re.compile(r"->|::|=>|\|\||&&|==")
+
+
+def _quoted_code(value: str) -> bool:
+    return _CALL_LIKE.match(value) is not None or _OPERATORS.search(value) is not None
