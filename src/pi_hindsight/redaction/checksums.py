@@ -4,8 +4,8 @@ GitHub's tokens (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``, ``ghr_``) and npm's (``
 6 base62 characters that encode the CRC32 of the 30 random characters before them (GitHub's
 "Behind GitHub's new authentication token formats", 2021; npm adopted the same scheme). A body
 with a valid checksum is a real token even when it looks regular; one without it is redacted
-only when it looks random (a test fixture or a hand-made string: harmless either way, but never
-a placeholder).
+unless its body is flat (``a1B2a1B2…``: under 2.5 bits of entropy per character) or a
+placeholder: a test fixture or a hand-made string is harmless to redact, a stand-in is not.
 """
 
 from __future__ import annotations

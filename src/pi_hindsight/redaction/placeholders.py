@@ -18,10 +18,13 @@ import re
 
 __all__ = ["is_placeholder"]
 
+# Words in one case (lower, UPPER or Title): "lFaKe" inside a random body is chance.
+_WORD_LIST = ("example", "xxxx", "placeholder", "changeme", "dummy", "sample", "fake", "redacted")
 _WORDS = re.compile(
-    r"example|xxxx|placeholder|changeme|dummy|sample|fake|your[-_]|[-_]here\b|redacted|"
-    r"<[^<>]*>|\$\{|\{\{|\.\.\.|…|\*\*\*",
-    re.IGNORECASE,
+    "|".join(
+        re.escape(form) for word in _WORD_LIST for form in (word, word.upper(), word.title())
+    )
+    + r"|(?i:your[-_])|(?i:[-_]here\b)|<[^<>]*>|\$\{|\{\{|\.\.\.|…|\*\*\*"
 )
 _REPEAT = re.compile(r"(.)\1{5,}")
 

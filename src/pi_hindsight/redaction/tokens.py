@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pi_hindsight.redaction.checksums import crc32_base62_valid
 from pi_hindsight.redaction.placeholders import is_placeholder
 from pi_hindsight.redaction.source import Hit, Source
-from pi_hindsight.redaction.values import is_name_like, is_not_a_secret, looks_random
+from pi_hindsight.redaction.values import entropy, is_name_like, is_not_a_secret, looks_random
 
 __all__ = ["PATTERNS", "TokenPattern", "find_tokens", "token"]
 
@@ -73,10 +73,10 @@ def _not_placeholder(
 
 
 def _github(secret: str) -> bool:
-    """GitHub tokens: a valid CRC32 makes one certain; otherwise the body must look random
-    (checksums.py)."""
+    """GitHub and npm tokens: a valid CRC32 makes one certain; otherwise the body must not be
+    flat (2.5+ bits of entropy per character: ``a1B2a1B2…`` is a stand-in; checksums.py)."""
     body = secret[4:]
-    return crc32_base62_valid(body[:36]) or looks_random(body)
+    return crc32_base62_valid(body[:36]) or entropy(body) >= 2.5
 
 
 def _real_value(secret: str) -> bool:
@@ -168,7 +168,7 @@ PATTERNS: tuple[TokenPattern, ...] = (
     *token("google_api_key", "AIza", r"[0-9A-Za-z_-]{35}", boundary=_DASHED),
     *token("google_oauth_token", "ya29.", r"[0-9A-Za-z_-]{20,}+", boundary=_DASHED, end=False),
     *token("google_oauth_client_secret", "GOCSPX-", r"[A-Za-z0-9_-]{28}", boundary=_DASHED),
-    *token("huggingface_token", "hf_", r"[A-Za-z0-9]{30,}+"),
+    *token("huggingface_token", "hf_", r"[A-Za-z0-9]{30,}+", keep=_real_token),
     *token("huggingface_token", "api_org_", r"[A-Za-z0-9]{34}"),
     *token("pypi_token", "pypi-AgE", r"[A-Za-z0-9_-]{50,}+", boundary=_DASHED, end=False),
     *token("rubygems_token", "rubygems_", r"[0-9a-f]{48}"),
