@@ -118,6 +118,8 @@ PATTERNS: tuple[TokenPattern, ...] = (
     *token("elevenlabs_api_key", "sk_", r"[0-9a-f]{48}"),
     *token("github_token", "ghp_ gho_ ghu_ ghs_ ghr_", r"[A-Za-z0-9]{36,}+", keep=_github),
     *token("github_token", "github_pat_", r"[A-Za-z0-9_]{40,}+"),
+    # GitHub App installation tokens in their newer form: ghs_<installation id>_<JWT>.
+    *token("github_token", "ghs_", r"[0-9]{1,20}+_eyJ[A-Za-z0-9_.-]{20,}+", boundary=_DASHED, end=False),
     *token(
         "gitlab_token",
         "glpat- gldt- glft- glsoat- glrt- glcbt- glimt- glptt- gloas- glagent- glffct-",
@@ -201,9 +203,9 @@ PATTERNS: tuple[TokenPattern, ...] = (
         r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12})",
         boundary=_DASHED,
     ),
-    *token("databricks_token", "dapi", r"[0-9a-f]{32}(?:-[0-9]+)?"),
+    *token("databricks_token", "dapi", r"(?:[0-9a-f]{32}|[0-9A-F]{32})(?:-[0-9]+)?"),
     *token("digitalocean_token", "dop_v1_ doo_v1_ dor_v1_", r"[0-9a-f]{64}"),
-    *token("shopify_token", "shpat_ shpca_ shppa_ shpss_", r"[0-9a-fA-F]{32}"),
+    *token("shopify_token", "shpat_ shpca_ shppa_ shpss_", r"[0-9a-fA-F]{32}|[A-Za-z0-9]{32,40}+"),
     *token("groq_api_key", "gsk_", r"[A-Za-z0-9]{40,}+"),
     *token("xai_api_key", "xai-", r"[A-Za-z0-9]{70,}+"),
     *token("replicate_token", "r8_", r"[A-Za-z0-9]{37}"),

@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Callable
 from functools import lru_cache
 
+from pi_hindsight.redaction.placeholders import is_flat
+
 __all__ = [
     "ascii_lower",
     "entropy",
@@ -125,6 +127,13 @@ def is_not_a_secret(value: str) -> bool:
     if _REFERENCE.fullmatch(value) or _MASK.fullmatch(value) or _NUMBER.fullmatch(value):
         return True
     if _PLACEHOLDER_PARTS.search(value) or _TYPE.fullmatch(value):
+        return True
+    if not any(char.isalnum() for char in value):
+        return True  # symbols only: punctuation, an ASCII-art rule, not a credential
+    if len(value) >= 12 and is_flat(value):
+        return True  # "aaaaaaaaaaaaaaaa", "AIzaaaaaaaaa…"
+    # "somefakekey", "a-fake-tooshort-key"; test suites also plant "fake" inside random tokens
+    if "fake" in lowered and not _looks_random(value):
         return True
     url = _URL.match(value)
     return url is not None and "@" not in url.group(1)
