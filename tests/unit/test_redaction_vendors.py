@@ -185,3 +185,35 @@ def test_a_repository_file_cannot_set_redaction_rules(state_dir: Path, tmp_path:
     assert loaded.settings.redaction.allow == []
     assert any(problem.key == "redaction.allow" for problem in loaded.problems)
     assert redact("password = 'Zx9qLm2Vb7Rt'").changed
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ('if (api_key == "Zx9qLm2Vb7Rt") {', "Zx9qLm2Vb7Rt"),
+        ('if ("Zx9qLm2Vb7Rt" !== my_password) {', "Zx9qLm2Vb7Rt"),
+        ('client.setPassword("Zx9qLm2Vb7Rt");', "Zx9qLm2Vb7Rt"),
+        ("secret('Zx9qLm2Vb7Rt')", "Zx9qLm2Vb7Rt"),
+        ('api_key = "m{{h}o)p${e]nob(ody[finds>-_$#this1}}"', "m{{h}o)p${e]nob(ody[finds>-_$#this1}}"),
+        ("token1: Zx9qLm2Vb7RtZx9qLm2Vb7Rt", "Zx9qLm2Vb7RtZx9qLm2Vb7Rt"),
+        ("sumoKey1 = 'CzrMhR8zzy1eH1F0XlY1tu5ywqa2yaSFoWG'", "CzrMhR8zzy1eH1F0XlY1tu5ywqa2yaSFoWG"),
+    ],
+)
+def test_comparisons_setters_and_numbered_names(text: str, secret: str) -> None:
+    assert secret not in redact(text).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'if (x == "hello world")',
+        'assert token_type == "bearer"',
+        'print("hello there")',
+        'password = ",.:-@*?!"',
+        'password = "somefakekey"',
+        "-----BEGIN PRIVATE KEY-----\n...\n-----END PRIVATE KEY-----",
+        'setPassword(getenv("DB_PASSWORD"))',
+    ],
+)
+def test_harmless_comparisons_and_values_are_left_alone(text: str) -> None:
+    assert redact(text).text == text
