@@ -66,7 +66,8 @@ class Tally:
             return f"{100 * n / d:5.1f}% ({n}/{d})" if d else "    -"
 
         return (
-            f"caught {pct(self.caught, self.secrets):>20}  FP plain {pct(self.plain_fp, self.plain):>18}"
+            f"caught {pct(self.caught, self.secrets):>20}"
+            f"  FP plain {pct(self.plain_fp, self.plain):>18}"
             f"  FP near-miss {pct(self.near_fp, self.near):>18}"
         )
 
@@ -91,7 +92,11 @@ def score(redact: Redactor, cases: list[dict[str, str]]) -> Score:
         result.slowest = max(result.slowest, took)
         label = case["label"]
         ok = case["secret"] not in out if label == "secret" else out == case["text"]
-        for tally in (result.total, result.by_source[case["source"]], result.by_kind[(case["source"], case["kind"])]):
+        for tally in (
+            result.total,
+            result.by_source[case["source"]],
+            result.by_kind[(case["source"], case["kind"])],
+        ):
             tally.add(label, ok)
         if not ok:
             result.misses.append(case)
@@ -108,7 +113,9 @@ def baseline(rev: str, into: Path) -> Redactor:
     """The redaction package of ``rev``, imported as ``_baseline_redaction`` (its absolute
     imports of ``pi_hindsight.redaction`` are rewritten to that name)."""
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, PACKAGE], check=True, capture_output=True
+        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, PACKAGE],
+        check=True,
+        capture_output=True,
     ).stdout
     tar = into / "package.tar"
     tar.write_bytes(archive)
@@ -130,7 +137,10 @@ def baseline(rev: str, into: Path) -> Redactor:
 
 def report(name: str, result: Score, kinds: bool) -> None:
     print(f"== {name}: {result.total.row()}")
-    print(f"   {len(result.misses)} wrong; {result.seconds * 1000:.0f} ms in all, slowest {result.slowest * 1000:.1f} ms")
+    print(
+        f"   {len(result.misses)} wrong; {result.seconds * 1000:.0f} ms in all,"
+        f" slowest {result.slowest * 1000:.1f} ms"
+    )
     for source, tally in sorted(result.by_source.items()):
         print(f"   {source:<15} {tally.row()}")
     if kinds:
@@ -141,15 +151,25 @@ def report(name: str, result: Score, kinds: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpus", type=Path)
-    parser.add_argument("--baseline", metavar="REV", help="also score the redaction package of this git revision")
-    parser.add_argument("--kinds", action="store_true", help="print the figures per source and kind")
-    parser.add_argument("--misses", type=int, default=0, metavar="N", help="print the first N wrong cases")
+    parser.add_argument(
+        "--baseline", metavar="REV", help="also score the redaction package of this git revision"
+    )
+    parser.add_argument(
+        "--kinds", action="store_true", help="print the figures per source and kind"
+    )
+    parser.add_argument(
+        "--misses", type=int, default=0, metavar="N", help="print the first N wrong cases"
+    )
     args = parser.parse_args()
     cases = [json.loads(line) for line in args.corpus.read_text().splitlines() if line.strip()]
     print(f"corpus {args.corpus}: {len(cases)} cases")
     with tempfile.TemporaryDirectory() as tmp:
         if args.baseline:
-            report(f"before ({args.baseline})", score(baseline(args.baseline, Path(tmp)), cases), args.kinds)
+            report(
+                f"before ({args.baseline})",
+                score(baseline(args.baseline, Path(tmp)), cases),
+                args.kinds,
+            )
         after = score(current(), cases)
     report("after (this tree)", after, args.kinds)
     for case in after.misses[: args.misses]:

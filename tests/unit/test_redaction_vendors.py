@@ -51,7 +51,8 @@ NEW_FORMATS = [
     ("stripe_key", "rk_prod_" + _random(_ALNUM, 40)),
     (
         "onepassword_secret_key",
-        "A3-" + "-".join(_random(string.ascii_uppercase + string.digits, n) for n in (6, 6, 5, 5, 5, 5)),
+        "A3-"
+        + "-".join(_random(string.ascii_uppercase + string.digits, n) for n in (6, 6, 5, 5, 5, 5)),
     ),
     ("facebook_token", "EAA" + _random(_ALNUM, 120)),
     ("aws_bedrock_key", "ABSK" + _random(_ALNUM + "+/", 130)),
@@ -65,7 +66,9 @@ NEW_FORMATS = [
 
 
 @pytest.mark.parametrize(("kind", "secret"), NEW_FORMATS)
-@pytest.mark.parametrize("template", ["{s}", "export TOKEN_X='{s}'", "the key is {s}, keep it safe"])
+@pytest.mark.parametrize(
+    "template", ["{s}", "export TOKEN_X='{s}'", "the key is {s}, keep it safe"]
+)
 def test_new_vendor_formats_are_redacted(kind: str, secret: str, template: str) -> None:
     result = redact(template.format(s=secret))
     assert secret not in result.text
@@ -157,7 +160,10 @@ def test_user_patterns_and_allow_entries_apply(state_dir: Path) -> None:
     )
     assert not loaded.problems
     text = f"a acme_abcdef123456 b {allowed} c token=sk_test_fixture_1234567890 d"
-    assert redact(text).text == f"a [REDACTED:acme_token] b {allowed} c token=sk_test_fixture_1234567890 d"
+    assert (
+        redact(text).text
+        == f"a [REDACTED:acme_token] b {allowed} c token=sk_test_fixture_1234567890 d"
+    )
 
 
 @pytest.mark.parametrize(
@@ -194,7 +200,10 @@ def test_a_repository_file_cannot_set_redaction_rules(state_dir: Path, tmp_path:
         ('if ("Zx9qLm2Vb7Rt" !== my_password) {', "Zx9qLm2Vb7Rt"),
         ('client.setPassword("Zx9qLm2Vb7Rt");', "Zx9qLm2Vb7Rt"),
         ("secret('Zx9qLm2Vb7Rt')", "Zx9qLm2Vb7Rt"),
-        ('api_key = "m{{h}o)p${e]nob(ody[finds>-_$#this1}}"', "m{{h}o)p${e]nob(ody[finds>-_$#this1}}"),
+        (
+            'api_key = "m{{h}o)p${e]nob(ody[finds>-_$#this1}}"',
+            "m{{h}o)p${e]nob(ody[finds>-_$#this1}}",
+        ),
         ("token1: Zx9qLm2Vb7RtZx9qLm2Vb7Rt", "Zx9qLm2Vb7RtZx9qLm2Vb7Rt"),
         ("sumoKey1 = 'CzrMhR8zzy1eH1F0XlY1tu5ywqa2yaSFoWG'", "CzrMhR8zzy1eH1F0XlY1tu5ywqa2yaSFoWG"),
     ],

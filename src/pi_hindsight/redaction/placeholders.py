@@ -21,9 +21,7 @@ __all__ = ["is_flat", "is_placeholder"]
 # Words in one case (lower, UPPER or Title): "lFaKe" inside a random body is chance.
 _WORD_LIST = ("example", "xxxx", "placeholder", "changeme", "dummy", "sample", "redacted")
 _WORDS = re.compile(
-    "|".join(
-        re.escape(form) for word in _WORD_LIST for form in (word, word.upper(), word.title())
-    )
+    "|".join(re.escape(form) for word in _WORD_LIST for form in (word, word.upper(), word.title()))
     + r"|(?i:your[-_])|(?i:[-_]here\b)|<[^<>]*>|\$\{|\{\{|\.\.\.|…|\*\*\*"
 )
 _REPEAT = re.compile(r"(.)\1{5,}")

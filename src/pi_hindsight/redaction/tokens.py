@@ -113,13 +113,17 @@ PATTERNS: tuple[TokenPattern, ...] = (
         keep=_real_token,
     ),
     *token("openai_session_token", "sess-", r"[A-Za-z0-9]{40}"),
-    *token("stripe_key", "sk_live_ sk_test_ sk_prod_ rk_live_ rk_test_ rk_prod_", r"[A-Za-z0-9]{20,}+"),
+    *token(
+        "stripe_key", "sk_live_ sk_test_ sk_prod_ rk_live_ rk_test_ rk_prod_", r"[A-Za-z0-9]{20,}+"
+    ),
     *token("stripe_key", "whsec_", r"[A-Za-z0-9]{24,}+"),
     *token("elevenlabs_api_key", "sk_", r"[0-9a-f]{48}"),
     *token("github_token", "ghp_ gho_ ghu_ ghs_ ghr_", r"[A-Za-z0-9]{36,}+", keep=_github),
     *token("github_token", "github_pat_", r"[A-Za-z0-9_]{40,}+"),
     # GitHub App installation tokens in their newer form: ghs_<installation id>_<JWT>.
-    *token("github_token", "ghs_", r"[0-9]{1,20}+_eyJ[A-Za-z0-9_.-]{20,}+", boundary=_DASHED, end=False),
+    *token(
+        "github_token", "ghs_", r"[0-9]{1,20}+_eyJ[A-Za-z0-9_.-]{20,}+", boundary=_DASHED, end=False
+    ),
     *token(
         "gitlab_token",
         "glpat- gldt- glft- glsoat- glrt- glcbt- glimt- glptt- gloas- glagent- glffct-",
@@ -216,9 +220,7 @@ PATTERNS: tuple[TokenPattern, ...] = (
     *token("notion_token", "ntn_", r"[A-Za-z0-9]{40,}+"),
     *token("notion_token", "secret_", r"[A-Za-z0-9]{43}", keep=_real_token),
     *token("vault_token", "hvs. hvb. hvr.", r"[A-Za-z0-9_-]{24,}+", boundary=_DASHED, end=False),
-    *token(
-        "doppler_token", "dp.pt. dp.st. dp.sa. dp.ct. dp.scim. dp.audit.", r"[A-Za-z0-9]{40,}+"
-    ),
+    *token("doppler_token", "dp.pt. dp.st. dp.sa. dp.ct. dp.scim. dp.audit.", r"[A-Za-z0-9]{40,}+"),
     TokenPattern(
         "terraform_token",
         re.compile(
@@ -232,9 +234,7 @@ PATTERNS: tuple[TokenPattern, ...] = (
         "onepassword_token", "ops_eyJ", r"[A-Za-z0-9+/=_-]{100,}+", boundary=_B64 + "-", end=False
     ),
     *token("postman_api_key", "PMAK-", r"[0-9a-f]{24}-[0-9a-f]{34}"),
-    *token(
-        "sentry_token", "sntrys_eyJ", r"[A-Za-z0-9+/=_-]{60,}+", boundary=_B64 + "-", end=False
-    ),
+    *token("sentry_token", "sntrys_eyJ", r"[A-Za-z0-9+/=_-]{60,}+", boundary=_B64 + "-", end=False),
     *token("sentry_token", "sntryu_", r"[0-9a-f]{64}"),
     *token("grafana_token", "glsa_", r"[A-Za-z0-9]{32}_[0-9a-f]{8}"),
     *token("grafana_token", "glc_", r"[A-Za-z0-9+/]{32,}+={0,2}", boundary=_B64, end=False),

@@ -42,7 +42,9 @@ def compile_pattern(pattern: str) -> Any:
     try:
         compiled = re2.compile(pattern, _OPTIONS)
     except re2.error as error:
-        reason = error.args[0].decode() if error.args and isinstance(error.args[0], bytes) else error
+        reason = (
+            error.args[0].decode() if error.args and isinstance(error.args[0], bytes) else error
+        )
         raise ValueError(
             f"{pattern!r} cannot be matched in linear time ({reason}); backreferences and "
             "lookaround are not supported: write the pattern without them"
@@ -97,14 +99,18 @@ def compile_rules(patterns: Mapping[str, str], allow: Iterable[str]) -> UserRule
     return UserRules(tuple(compiled), frozenset(values), tuple(allow_patterns))
 
 
-_current = UserRules()
+@dataclass
+class _Installed:
+    rules: UserRules
+
+
+_INSTALLED = _Installed(UserRules())
 
 
 def use(rules: UserRules) -> None:
     """Install the rules of the loaded user config for this process."""
-    global _current
-    _current = rules
+    _INSTALLED.rules = rules
 
 
 def current() -> UserRules:
-    return _current
+    return _INSTALLED.rules

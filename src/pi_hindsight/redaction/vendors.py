@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from pi_hindsight.redaction.placeholders import is_placeholder
 from pi_hindsight.redaction.tokens import TokenPattern, token
 from pi_hindsight.redaction.values import looks_random
 
@@ -57,7 +56,13 @@ PATTERNS: tuple[TokenPattern, ...] = (
     ),
     # AWS Bedrock long-lived API keys: ABSK + base64 ("BedrockAPIKey-…").
     *token("aws_bedrock_key", "ABSK", r"[A-Za-z0-9+/]{100,}+={0,2}", boundary=_B64, end=False),
-    *token("aws_bedrock_key", "bedrock-api-key-", r"[A-Za-z0-9+/=_-]{40,}+", boundary=_DASHED, end=False),
+    *token(
+        "aws_bedrock_key",
+        "bedrock-api-key-",
+        r"[A-Za-z0-9+/=_-]{40,}+",
+        boundary=_DASHED,
+        end=False,
+    ),
     # A 256-bit hex private key (secp256k1: Ethereum and friends) written with 0x.
     *token("hex_private_key", "0x", r"[0-9a-fA-F]{64}", keep=_random_body(2)),
     # EasyPost production / test keys.
@@ -77,7 +82,9 @@ PATTERNS: tuple[TokenPattern, ...] = (
     *token("settlemint_token", "sm_pat_ sm_aat_ sm_sat_", r"[A-Za-z0-9]{16}"),
     *token("shippo_token", "shippo_live_ shippo_test_", r"[0-9a-fA-F]{40}"),
     *token("prefect_token", "pnu_", r"[A-Za-z0-9]{36}"),
-    *token("flutterwave_key", "FLWSECK_TEST- FLWSECK-", r"[A-Za-z0-9]{12,}+(?:-X)?", boundary=_DASHED),
+    *token(
+        "flutterwave_key", "FLWSECK_TEST- FLWSECK-", r"[A-Za-z0-9]{12,}+(?:-X)?", boundary=_DASHED
+    ),
     *token("clojars_token", "CLOJARS_", r"[A-Za-z0-9]{60}"),
     *token("alibaba_key_id", "LTAI", r"[A-Za-z0-9]{20}", keep=_random_body(4)),
     *token("artifactory_token", "AKCp", r"[A-Za-z0-9]{69}"),
@@ -87,9 +94,21 @@ PATTERNS: tuple[TokenPattern, ...] = (
     *token("fly_token", "fo1_", r"[A-Za-z0-9_-]{43}", boundary=_DASHED),
     *token("fly_token", "fm1a_ fm1r_", r"[A-Za-z0-9+/]{100,}+={0,3}", boundary=_B64, end=False),
     *token("beamer_token", "b_", r"[A-Za-z0-9=_-]{44}", boundary=_DASHED, keep=_random_body(2)),
-    *token("mapbox_token", "pk.eyJ", r"[A-Za-z0-9_-]{20,}+\.[A-Za-z0-9_-]{20,}+", boundary=_DASHED, end=False),
+    *token(
+        "mapbox_token",
+        "pk.eyJ",
+        r"[A-Za-z0-9_-]{20,}+\.[A-Za-z0-9_-]{20,}+",
+        boundary=_DASHED,
+        end=False,
+    ),
     *token("typeform_token", "tfp_", r"[A-Za-z0-9_.=-]{59}", boundary=_DASHED),
     *token("scalingo_token", "tk-us-", r"[A-Za-z0-9_-]{48}", boundary=_DASHED),
-    *token("authress_key", "sc_ ext_ scauth_ authress_", r"[A-Za-z0-9]{5,30}+\.[A-Za-z0-9]{4,6}+\.acc[_-][A-Za-z0-9-]{10,32}+\.[A-Za-z0-9+/_=-]{30,120}+", boundary=_DASHED, end=False),
+    *token(
+        "authress_key",
+        "sc_ ext_ scauth_ authress_",
+        r"[A-Za-z0-9]{5,30}+\.[A-Za-z0-9]{4,6}+\.acc[_-][A-Za-z0-9-]{10,32}+\.[A-Za-z0-9+/_=-]{30,120}+",
+        boundary=_DASHED,
+        end=False,
+    ),
     *token("octopus_key", "API-", r"[A-Z0-9]{26}", boundary=_DASHED, keep=_random_body(4)),
 )
