@@ -20,16 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    StrictBool,
-    ValidationError,
-    model_validator,
-)
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from pydantic_core import PydanticCustomError
 
 from pi_hindsight.config_display import (
@@ -50,7 +41,7 @@ from pi_hindsight.errors import ConfigError, InputFileError
 from pi_hindsight.legacy.config_keys import migrate_legacy, unknown_keys
 from pi_hindsight.paths import ensure_private_dir, pi_agent_dir
 from pi_hindsight.paths import state_dir as default_state_dir
-from pi_hindsight.redaction.user_rules import UserRules, compile_rules
+from pi_hindsight.redaction.user_rules import RedactionSettings
 from pi_hindsight.redaction.user_rules import use as use_redaction_rules
 from pi_hindsight.relevance import Relevance, RelevanceSettings
 from pi_hindsight.safe_files import (
@@ -217,23 +208,6 @@ class EvidenceSettings(_Model):
     retention_days: float = Field(default=30.0, alias="retentionDays", gt=0, le=3_650)
     # Bytes on disk (main file + WAL, plus kept legacy originals); 50 MB = 50,000,000.
     cap_bytes: int = Field(default=50_000_000, alias="capBytes", ge=1_000_000, le=100_000_000_000)
-
-
-class RedactionSettings(_Model):
-    """The user's own redaction rules (redaction/user_rules.py; docs/security.md). User-only."""
-
-    patterns: dict[str, str] = Field(default_factory=dict, max_length=100)
-    allow: list[str] = Field(default_factory=list, max_length=1_000)
-    _rules: UserRules = PrivateAttr(default_factory=UserRules)
-
-    @model_validator(mode="after")
-    def _compiles(self) -> RedactionSettings:
-        self._rules = compile_rules(self.patterns, self.allow)
-        return self
-
-    @property
-    def rules(self) -> UserRules:
-        return self._rules
 
 
 class Settings(_Model):

@@ -21,10 +21,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from pi_hindsight.redaction.source import Hit
 
-__all__ = ["NAME", "UserRules", "compile_pattern", "compile_rules", "current", "use"]
+__all__ = [
+    "NAME",
+    "RedactionSettings",
+    "UserRules",
+    "compile_pattern",
+    "compile_rules",
+    "current",
+    "use",
+]
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")  # fits the marker [REDACTED:<name>]
 _MAX_PATTERN = 1_000
@@ -97,6 +106,25 @@ def compile_rules(patterns: Mapping[str, str], allow: Iterable[str]) -> UserRule
         elif entry:
             values.add(entry)
     return UserRules(tuple(compiled), frozenset(values), tuple(allow_patterns))
+
+
+class RedactionSettings(BaseModel):
+    """The ``redaction`` section of the user's config (config.py; docs/security.md)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+    patterns: dict[str, str] = Field(default_factory=dict, max_length=100)
+    allow: list[str] = Field(default_factory=list, max_length=1_000)
+    _rules: UserRules = PrivateAttr(default_factory=UserRules)
+
+    @model_validator(mode="after")
+    def _compiles(self) -> RedactionSettings:
+        self._rules = compile_rules(self.patterns, self.allow)
+        return self
+
+    @property
+    def rules(self) -> UserRules:
+        return self._rules
 
 
 @dataclass
