@@ -7,7 +7,8 @@ Public API::
     KINDS                          # every kind this package can report
 
 ``redact`` replaces each secret with ``[REDACTED:<kind>]`` and reports what it replaced (never the
-secret itself). It is deterministic and pure (no I/O, no configuration), so the same function can
+secret itself). It is deterministic and pure (no I/O; its only configuration is the user's rules,
+installed once when the config loads), so the same function can
 run on every retain and on every recall, and it never raises on any ``str`` (lone surrogates,
 NUL, megabyte lines). Detection is best effort (R-EVID-6): what is and is not caught is listed
 in ``docs/security.md``; how it works and what it measures in ``docs/adr/0005-secret-redaction.md``.
@@ -15,10 +16,17 @@ in ``docs/security.md``; how it works and what it measures in ``docs/adr/0005-se
 The detectors, one module each:
 
 - :mod:`.tokens`: vendor tokens, JWTs, URL credentials and query secrets, ``Authorization``;
+  :mod:`.vendors`: more vendor formats (issue 18); both drop placeholders (:mod:`.placeholders`)
+  and check checksums where the format has one (:mod:`.checksums`);
 - :mod:`.blocks`: private key blocks, PuTTY keys, Kubernetes ``Secret`` data;
 - :mod:`.assignments`: values assigned to secret-named keys, gated by :mod:`.values`;
 - :mod:`.commands`: ``curl -u``, ``auth=(…)``, ``mysql -p…``, ``Cookie:``;
-- :mod:`.context`: random tokens near secret words, passwords in prose.
+- :mod:`.context`: random tokens near secret words, passwords in prose;
+- :mod:`.comparisons`: literals compared with or passed to secret-named variables and setters.
+
+The user's own rules (:mod:`.user_rules`: ``redaction.patterns`` and ``redaction.allow`` from the
+user's config, RE2-compiled) are applied last: their matches are added, allowed values removed.
+A value found once is redacted wherever else it occurs in the same text.
 
 The detectors that read key names (:mod:`.assignments`, :mod:`.context`) get them from
 :mod:`.finder`, which finds them on demand, so a name no detector asks for costs no step of
