@@ -33,6 +33,7 @@ from pi_hindsight.config_display import (
 from pi_hindsight.config_raw import (
     PROJECT_ALLOWED,
     apply_project_limits,
+    drop_dotted,
     filter_project_file,
     set_dotted,
 )
@@ -360,7 +361,7 @@ def _drop_lone_surrogates(raw: dict[str, Any], source: str) -> list[ConfigProble
         keys = tuple(str(part) for part in where[:index])
         if keys and keys not in dropped:
             dropped.add(keys)
-            _drop_dotted(raw, keys)
+            drop_dotted(raw, keys)
     return [
         ConfigProblem(
             source,
@@ -394,7 +395,7 @@ def _validate(
                 key = ".".join(str(part) for part in location)
                 source = _source_for(key, source_of, default_source)
                 problems.append(_validation_problem(item, key, source))
-                _drop_dotted(raw, location)
+                drop_dotted(raw, location)
     return Settings(), problems  # pragma: no cover - defensive
 
 
@@ -404,16 +405,6 @@ def _source_for(key: str, source_of: Mapping[str, str], default: str) -> str:
             return source_of[key]
         key = key.rpartition(".")[0]
     return default
-
-
-def _drop_dotted(target: dict[str, Any], location: tuple[str | int, ...]) -> None:
-    node: Any = target
-    for part in location[:-1]:
-        if not isinstance(node, dict) or part not in node:
-            return
-        node = node[part]
-    if isinstance(node, dict):
-        node.pop(location[-1], None)
 
 
 def _leaves(raw: Mapping[str, Any], prefix: str = "") -> list[str]:
