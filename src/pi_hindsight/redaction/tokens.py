@@ -55,7 +55,7 @@ def token(
     patterns = []
     for prefix in prefixes.split():
         literal = re.escape(prefix)
-        regex = literal + f"(?<![{boundary}]{literal})" + body + (_END if end else "")
+        regex = literal + f"(?<![{boundary}]{literal})(?:{body})" + (_END if end else "")
         judge = _not_placeholder(len(prefix), keep)
         patterns.append(TokenPattern(kind, re.compile(regex), ((prefix, False),), keep=judge))
     return tuple(patterns)
