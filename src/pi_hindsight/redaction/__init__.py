@@ -198,12 +198,16 @@ def _hits(text: str, *, prefilter: bool = True) -> list[Hit]:
 # A secret found once is a secret wherever else it occurs in the same text (echoed in a log line,
 # repeated in a table) even where no detector's context holds. Values shorter than _REPEAT_MIN
 # could be ordinary words; at most _REPEAT_VALUES distinct values are searched (each search is
-# one C-speed scan), so adversarial text with thousands of findings stays linear.
+# one C-speed scan), and a text with more than _REPEAT_HITS findings is not searched at all (a
+# dump or adversarial input, where the detectors that found a value find its repeats too).
 _REPEAT_MIN = 8
-_REPEAT_VALUES = 64
+_REPEAT_VALUES = 16
+_REPEAT_HITS = 256
 
 
 def _repeats(text: str, hits: list[Hit]) -> list[Hit]:
+    if len(hits) > _REPEAT_HITS:
+        return hits
     values: dict[str, str] = {}
     for start, end, kind in hits:
         if end - start >= _REPEAT_MIN and len(values) < _REPEAT_VALUES:

@@ -14,6 +14,7 @@ with empty or plain values costs one regex step each.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
@@ -44,6 +45,8 @@ _NAME_AFTER = re.compile(r"[A-Za-z_$][\w$.]{0,63}+")
 _SETTER = re.compile(r"(?:set|with|use|get)?_?", re.IGNORECASE)
 
 
+# Memoised: the same names and values recur throughout a text (adversarial text repeats one).
+@functools.lru_cache(maxsize=4096)
 def _secret_value(value: str, strength: Strength) -> bool:
     if is_not_a_secret(value) or is_prose(value):
         return False
@@ -52,6 +55,7 @@ def _secret_value(value: str, strength: Strength) -> bool:
     return len(value) >= 6 and not is_name_like(value)
 
 
+@functools.lru_cache(maxsize=4096)
 def _strength(name: str) -> Strength | None:
     # setPassword / with_api_key: the setter's verb is no part of the name
     verb = _SETTER.match(name)
