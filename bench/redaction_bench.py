@@ -28,6 +28,7 @@ import gc
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -108,11 +109,32 @@ EXTRA_UNITS = (
     "'",
     '"',
     "\\n",
+    # issue 18: comparisons, setter calls, Facebook app tokens, placeholders after a prefix
+    '=="abcdef12"',
+    '"x1y2z3w4" == password ',
+    'setPassword("x1y2z3w4") ',
+    "==",
+    '("',
+    "|",
+    "1308742762612587|",
+    "ghp_" + "x" * 36 + " ",
+    "token1=",
 )
+try:  # issue 18's vendor formats (absent before it)
+    from pi_hindsight.redaction import vendors
+
+    _VENDOR_TRIGGERS = {literal for pattern in vendors.PATTERNS for literal, _ in pattern.triggers}
+except ImportError:
+    _VENDOR_TRIGGERS = set()
 UNITS = sorted(
-    {literal for pattern in tokens.PATTERNS for literal, _ in pattern.triggers} | set(EXTRA_UNITS)
+    {literal for pattern in tokens.PATTERNS for literal, _ in pattern.triggers}
+    | _VENDOR_TRIGGERS
+    | set(EXTRA_UNITS)
 )
 ONLY = os.environ.get("BENCH_ONLY")
+# BENCH_BASELINE=<git rev>: also measure that revision's redaction package at 200 KB, in the same
+# run (loaded as bench/redaction_external.py does), for a before/after per construct.
+BASELINE_REV = os.environ.get("BENCH_BASELINE")
 if ONLY:
     UNITS = [unit for unit in UNITS if ONLY in repr(unit)]
 
@@ -137,7 +159,7 @@ def size_label(size: int) -> str:
     return f"{size / 1e6:.3g} MB" if size >= 1_000_000 else f"{size // 1000} KB"
 
 
-def ordinary() -> None:
+def ordinary(before: Callable[[str], object] | None) -> None:
     prose = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")[:2048]
     dense = (
         "We deploy to the Zephyr cluster in Frankfurt; the service listens on port 8080. "
@@ -153,13 +175,18 @@ def ordinary() -> None:
     ):
         new, new_cpu = median_seconds(redact, text, 200)
         old, old_cpu = median_seconds(baseline.redact, text, 200)
+        rev = ""
+        if before is not None:
+            _, rev_cpu = median_seconds(before, text, 200)
+            rev = f"  {BASELINE_REV}: {rev_cpu * 1e6:8.1f}"
+            rev += f", new/{BASELINE_REV} {new_cpu / rev_cpu:5.2f}"
         print(
             f"    {name:34} {new_cpu * 1e6:8.1f} ({new * 1e6:5.1f}) {old_cpu * 1e6:8.1f}"
-            f" ({old * 1e6:5.1f}) {new_cpu / old_cpu:8.2f}"
+            f" ({old * 1e6:5.1f}) {new_cpu / old_cpu:8.2f}{rev}"
         )
 
 
-def adversarial() -> list[tuple[float, float, str]]:
+def adversarial(before: Callable[[str], object] | None) -> list[tuple[float, float, str]]:
     """Per construct: 200 KB and 1 MB medians; returns (200 KB CPU, 1 MB CPU, construct)."""
     print()
     print("(b) adversarial input: a construct repeated; median ms per call, CPU (wall clock)")
@@ -167,7 +194,9 @@ def adversarial() -> list[tuple[float, float, str]]:
         f"    {'construct':36} {'size':>6} {'CPU':>7} {'(wall)':>8}  {'size':>6} {'CPU':>7}", end=""
     )
     print(f" {'(wall)':>8} {'1MB/200KB':>9}")
-    measured = []
+    if before is not None:
+        print(f"    (last column: 200 KB CPU ms of {BASELINE_REV})")
+    measured, measured_before = [], []
     for unit in UNITS:
         row = []
         for size, runs in ((200_000, RUNS), (1_000_000, 3)):
@@ -175,10 +204,15 @@ def adversarial() -> list[tuple[float, float, str]]:
             row.append((size, cpu, wall))
         (small, small_cpu, small_wall), (large, large_cpu, large_wall) = row
         measured.append((small_cpu, large_cpu, unit))
+        old = ""
+        if before is not None:
+            _, old_cpu = median_seconds(before, repeat(unit, 200_000), RUNS)
+            measured_before.append((old_cpu, unit))
+            old = f" {old_cpu * 1e3:9.1f}"
         print(
             f"    {unit[:34]!r:36} {size_label(small):>6} {small_cpu * 1e3:7.1f}"
             f" ({small_wall * 1e3:6.1f})  {size_label(large):>6} {large_cpu * 1e3:7.1f}"
-            f" ({large_wall * 1e3:6.1f}) {large_cpu / small_cpu:9.1f}",
+            f" ({large_wall * 1e3:6.1f}) {large_cpu / small_cpu:9.1f}{old}",
             flush=True,
         )
     by_small = sorted(measured, reverse=True)
@@ -190,6 +224,11 @@ def adversarial() -> list[tuple[float, float, str]]:
     cpu, large_cpu, unit = by_small[0]
     print(f"    slowest 1 MB construct: {by_large[0][2]!r} {by_large[0][1] * 1e3:.1f} ms")
     print(f"    slowest 200 KB construct: {unit!r} {cpu * 1e3:.1f} ms (target {TARGET_MS:g} ms)")
+    if measured_before:
+        old_cpu, old_unit = max(measured_before)
+        print(
+            f"    slowest 200 KB construct of {BASELINE_REV}: {old_unit!r} {old_cpu * 1e3:.1f} ms"
+        )
     return by_large
 
 
@@ -209,8 +248,14 @@ def enormous(by_large: list[tuple[float, float, str]]) -> None:
 
 def main() -> None:
     print(f"Python {sys.version.split()[0]}; {RUNS} runs per 200 KB median")
-    ordinary()
-    by_large = adversarial()
+    with tempfile.TemporaryDirectory() as tmp:
+        before = None
+        if BASELINE_REV:
+            from redaction_external import baseline as load_revision  # bench/, run as a script
+
+            before = load_revision(BASELINE_REV, Path(tmp))
+        ordinary(before)
+        by_large = adversarial(before)
     enormous(by_large)
 
 

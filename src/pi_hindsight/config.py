@@ -34,6 +34,7 @@ from pi_hindsight.config_display import (
 from pi_hindsight.config_raw import (
     PROJECT_ALLOWED,
     apply_project_limits,
+    drop_dotted,
     filter_project_file,
     set_dotted,
 )
@@ -42,6 +43,8 @@ from pi_hindsight.errors import ConfigError, InputFileError
 from pi_hindsight.legacy.config_keys import migrate_legacy, unknown_keys
 from pi_hindsight.paths import ensure_private_dir, pi_agent_dir
 from pi_hindsight.paths import state_dir as default_state_dir
+from pi_hindsight.redaction.user_rules import RedactionSettings
+from pi_hindsight.redaction.user_rules import use as use_redaction_rules
 from pi_hindsight.relevance import Relevance, RelevanceSettings
 from pi_hindsight.safe_files import (
     CONFIG_MAX_BYTES,
@@ -225,6 +228,7 @@ class Settings(_Model):
     post_retain_reflect: StrictBool = Field(default=False, alias="postRetainReflect")
     evidence: EvidenceSettings = EvidenceSettings()
     memo: MemoSettings = MemoSettings()
+    redaction: RedactionSettings = RedactionSettings()
     timeout_ms: int = Field(default=10_000, alias="timeoutMs", ge=500, le=120_000)
     # Reflect synthesises with the server's LLM: its own bound (R-REFLECT-2); timeoutMs is not
     # raised for it, and a cancel ends it at once.
@@ -358,7 +362,7 @@ def _drop_lone_surrogates(raw: dict[str, Any], source: str) -> list[ConfigProble
         keys = tuple(str(part) for part in where[:index])
         if keys and keys not in dropped:
             dropped.add(keys)
-            _drop_dotted(raw, keys)
+            drop_dotted(raw, keys)
     return [
         ConfigProblem(
             source,
@@ -392,7 +396,7 @@ def _validate(
                 key = ".".join(str(part) for part in location)
                 source = _source_for(key, source_of, default_source)
                 problems.append(_validation_problem(item, key, source))
-                _drop_dotted(raw, location)
+                drop_dotted(raw, location)
     return Settings(), problems  # pragma: no cover - defensive
 
 
@@ -402,16 +406,6 @@ def _source_for(key: str, source_of: Mapping[str, str], default: str) -> str:
             return source_of[key]
         key = key.rpartition(".")[0]
     return default
-
-
-def _drop_dotted(target: dict[str, Any], location: tuple[str | int, ...]) -> None:
-    node: Any = target
-    for part in location[:-1]:
-        if not isinstance(node, dict) or part not in node:
-            return
-        node = node[part]
-    if isinstance(node, dict):
-        node.pop(location[-1], None)
 
 
 def _leaves(raw: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -574,6 +568,8 @@ def load_config(
     _apply_environment(raw, env, sources, problems)
     settings, validation_problems = _validate(raw, sources, user_name)
     settings, user_bank = _user_bank(settings, raw, sources, key_configured, problems)
+    # The process redacts with the rules of the config it loaded (never a repository's).
+    use_redaction_rules(settings.redaction.rules)
     return LoadedConfig(
         settings=settings,
         problems=_capped([*problems, *validation_problems]),

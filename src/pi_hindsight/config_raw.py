@@ -69,6 +69,17 @@ def set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
+def drop_dotted(target: dict[str, Any], location: tuple[str | int, ...]) -> None:
+    """Remove the value at ``location`` (keys, or list indices that are ignored) if present."""
+    node: Any = target
+    for part in location[:-1]:
+        if not isinstance(node, dict) or part not in node:
+            return
+        node = node[part]
+    if isinstance(node, dict):
+        node.pop(location[-1], None)
+
+
 def has_dotted(raw: Mapping[str, Any], dotted: str) -> bool:
     parts = dotted.split(".")
     node: Any = raw
@@ -86,6 +97,7 @@ def is_free_map(dotted: str) -> bool:
         "projectPins",
         "hindsight.apiKey",
         "recall.relevance.banks",
+        "redaction.patterns",
     }
 
 

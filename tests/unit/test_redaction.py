@@ -157,7 +157,8 @@ SAMPLES_FOR_THE_ORACLE = [
     "xoxp-1234567890-0987654321-abcdef0123",
     "https://hooks.slack.com/services/T0ABCDEFG/B0ABCDEFG/abcdefghijklmnopqrstuvwx",
     "sk_live_" + "a1B2c3D4e5" * 3,
-    "SG." + "a" * 22 + "." + "b" * 43,
+    # Random-looking bodies: a run of one character after a vendor prefix is a placeholder.
+    "SG." + "aZ3kQ9" * 3 + "x7Pq" + "." + "b4Rt8Wn2" * 5 + "mK9",
     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0",
     "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5pM1kG0zT\n",
     "glpat-" + "a1B2c3D4e5F6g7H8i9J0",
@@ -217,7 +218,7 @@ def test_a_truncated_key_before_a_complete_one_is_redacted_separately() -> None:
     "text",
     [
         "\ud800 password=Sup3rS3cret! \udfff",
-        "\x00" * 100 + "ghp_" + "a1B2" * 9,
+        "\x00" * 100 + "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",  # a valid CRC32
         "🔑" * 5000 + " token=ab12cd34ef56gh78",
     ],
 )

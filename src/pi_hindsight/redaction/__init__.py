@@ -7,7 +7,8 @@ Public API::
     KINDS                          # every kind this package can report
 
 ``redact`` replaces each secret with ``[REDACTED:<kind>]`` and reports what it replaced (never the
-secret itself). It is deterministic and pure (no I/O, no configuration), so the same function can
+secret itself). It is deterministic and pure (no I/O; its only configuration is the user's rules,
+installed once when the config loads), so the same function can
 run on every retain and on every recall, and it never raises on any ``str`` (lone surrogates,
 NUL, megabyte lines). Detection is best effort (R-EVID-6): what is and is not caught is listed
 in ``docs/security.md``; how it works and what it measures in ``docs/adr/0005-secret-redaction.md``.
@@ -15,10 +16,17 @@ in ``docs/security.md``; how it works and what it measures in ``docs/adr/0005-se
 The detectors, one module each:
 
 - :mod:`.tokens`: vendor tokens, JWTs, URL credentials and query secrets, ``Authorization``;
+  :mod:`.vendors`: more vendor formats (issue 18); both drop placeholders (:mod:`.placeholders`)
+  and check checksums where the format has one (:mod:`.checksums`);
 - :mod:`.blocks`: private key blocks, PuTTY keys, Kubernetes ``Secret`` data;
 - :mod:`.assignments`: values assigned to secret-named keys, gated by :mod:`.values`;
 - :mod:`.commands`: ``curl -u``, ``auth=(…)``, ``mysql -p…``, ``Cookie:``;
-- :mod:`.context`: random tokens near secret words, passwords in prose.
+- :mod:`.context`: random tokens near secret words, passwords in prose;
+- :mod:`.comparisons`: literals compared with or passed to secret-named variables and setters.
+
+The user's own rules (:mod:`.user_rules`: ``redaction.patterns`` and ``redaction.allow`` from the
+user's config, RE2-compiled) are applied last: their matches are added, allowed values removed.
+A value found once is redacted wherever else it occurs in the same text.
 
 The detectors that read key names (:mod:`.assignments`, :mod:`.context`) get them from
 :mod:`.finder`, which finds them on demand, so a name no detector asks for costs no step of
@@ -38,7 +46,18 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from pi_hindsight.redaction import assignments, blocks, commands, context, finder, names, tokens
+from pi_hindsight.redaction import (
+    assignments,
+    blocks,
+    commands,
+    comparisons,
+    context,
+    finder,
+    names,
+    tokens,
+    user_rules,
+    vendors,
+)
 from pi_hindsight.redaction.source import Finding, Hit, Source
 from pi_hindsight.redaction.triggers import TriggerSet
 
@@ -92,6 +111,9 @@ _DETECTORS = (
     _Detector(commands.find_cli_passwords, _words(commands.CLI_TRIGGERS), ("cli_password",)),
     _Detector(commands.find_cookies, (("cookie", True),), ("cookie",)),
     _Detector(commands.find_sql_passwords, _words(commands.SQL_TRIGGERS), ("sql_password",)),
+    _Detector(
+        comparisons.find_comparisons, comparisons.TRIGGERS, ("secret_comparison", "secret_call")
+    ),
 )
 # Runs last: it reads the findings of the others (an AWS key id, a Twilio SID).
 _CONTEXT = _Detector(
@@ -108,11 +130,12 @@ _CONTEXT = _Detector(
     ),
 )
 
+_PATTERNS = (*tokens.PATTERNS, *vendors.PATTERNS)
 _MARKER = re.compile(r"\[REDACTED:[a-z0-9_]{1,64}\]")
 _TRIGGERS = TriggerSet(
     (
         ("[REDACTED:", False),
-        *(trigger for pattern in tokens.PATTERNS for trigger in pattern.triggers),
+        *(trigger for pattern in _PATTERNS for trigger in pattern.triggers),
         *(trigger for detector in (*_DETECTORS, _CONTEXT) for trigger in detector.triggers),
         *finder.HINTS,
     )
@@ -123,12 +146,12 @@ def _indices(triggers: tuple[tuple[str, bool], ...]) -> frozenset[int]:
     return frozenset(_TRIGGERS.index(literal, folded) for literal, folded in triggers)
 
 
-# trigger index -> the token patterns it enables (by position in tokens.PATTERNS)
+# trigger index -> the token patterns it enables (by position in _PATTERNS)
 _PATTERNS_BY_TRIGGER: dict[int, list[int]] = {}
-for _position, _pattern in enumerate(tokens.PATTERNS):
+for _position, _pattern in enumerate(_PATTERNS):
     for _index in _indices(_pattern.triggers):
         _PATTERNS_BY_TRIGGER.setdefault(_index, []).append(_position)
-_ALWAYS = [position for position, pattern in enumerate(tokens.PATTERNS) if not pattern.triggers]
+_ALWAYS = [position for position, pattern in enumerate(_PATTERNS) if not pattern.triggers]
 _DETECTOR_TRIGGERS = tuple((detector, _indices(detector.triggers)) for detector in _DETECTORS)
 _CONTEXT_TRIGGERS = _indices(_CONTEXT.triggers)
 _MARKER_TRIGGER = _TRIGGERS.index("[REDACTED:", False)
@@ -140,7 +163,7 @@ _WORD_TRIGGERS = (
 
 KINDS: frozenset[str] = frozenset(
     (
-        *(pattern.kind for pattern in tokens.PATTERNS),
+        *(pattern.kind for pattern in _PATTERNS),
         *(kind for detector in (*_DETECTORS, _CONTEXT) for kind in detector.kinds),
     )
 )
@@ -156,19 +179,50 @@ def _hits(text: str, *, prefilter: bool = True) -> list[Hit]:
         enabled = set(_ALWAYS)
         for index in present:
             enabled.update(_PATTERNS_BY_TRIGGER.get(index, ()))
-        patterns = [tokens.PATTERNS[position] for position in sorted(enabled)]
+        patterns = [_PATTERNS[position] for position in sorted(enabled)]
     else:
         present = frozenset(range(len(_TRIGGERS)))
-        patterns = list(tokens.PATTERNS)
+        patterns = list(_PATTERNS)
     source.found.extend(tokens.find_tokens(source, patterns))
     for detector, indices in _DETECTOR_TRIGGERS:
         if not indices.isdisjoint(present):
             source.found.extend(detector.find(source))
     if not _CONTEXT_TRIGGERS.isdisjoint(present):
         source.found.extend(_CONTEXT.find(source))
+    found = _repeats(text, source.found)
     if _MARKER_TRIGGER in present:
-        return _outside_markers(text, source.found)
-    return source.found
+        return _outside_markers(text, found)
+    return found
+
+
+# A secret found once is a secret wherever else it occurs in the same text (echoed in a log line,
+# repeated in a table) even where no detector's context holds. Values shorter than _REPEAT_MIN
+# could be ordinary words; at most _REPEAT_VALUES distinct values are searched (each search is
+# one C-speed scan), and a text with more than _REPEAT_HITS findings is not searched at all (a
+# dump or adversarial input, where the detectors that found a value find its repeats too).
+_REPEAT_MIN = 8
+_REPEAT_VALUES = 16
+_REPEAT_HITS = 256
+
+
+def _repeats(text: str, hits: list[Hit]) -> list[Hit]:
+    if len(hits) > _REPEAT_HITS:
+        return hits
+    values: dict[str, str] = {}
+    for start, end, kind in hits:
+        if end - start >= _REPEAT_MIN and len(values) < _REPEAT_VALUES:
+            values.setdefault(text[start:end], kind)
+    if not values:
+        return hits
+    extra: list[Hit] = []
+    for value, kind in values.items():
+        at = text.find(value)
+        if text.find(value, at + 1) < 0:
+            continue  # the usual case: the value occurs once
+        while at >= 0:
+            extra.append((at, at + len(value), kind))
+            at = text.find(value, at + len(value))
+    return [*hits, *extra] if extra else hits
 
 
 # A text longer than CAP is redacted one segment of about _SEGMENT characters at a time, each
@@ -232,6 +286,10 @@ def redact(text: str) -> Redacted:
     if not text:
         return Redacted(text)
     hits = _hits(text) if len(text) <= CAP else _segmented_hits(text)
+    rules = user_rules.current()
+    if rules:
+        hits = [*hits, *rules.hits(text)]
+        hits = [hit for hit in hits if not rules.allowed(text[hit[0] : hit[1]])]
     if not hits:
         return Redacted(text)
     merged, starts, ends = _merge(hits)

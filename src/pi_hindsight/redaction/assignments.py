@@ -331,4 +331,13 @@ def _is_text(value: str, strength: Strength, place: Place) -> bool:
         return is_code(value) or is_name_like(value)
     if strength == "password":
         return place == "quoted" and is_prose(value)
-    return is_name_like(value) or is_prose(value) or is_code(value)
+    # A value of its own (quoted, or a line's): a bracket inside it is a character of the
+    # literal; a call or subscript (getToken(), config["x"]) or an operator is still code.
+    return is_name_like(value) or is_prose(value) or _code_value(value)
+
+
+_OPERATORS = re.compile(r"->|::|=>|\|\||&&|==")
+
+
+def _code_value(value: str) -> bool:
+    return _CALL_LIKE.match(value) is not None or _OPERATORS.search(value) is not None

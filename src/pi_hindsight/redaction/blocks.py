@@ -44,6 +44,11 @@ _PEM_BASE64 = re.compile(
 )
 
 
+# A real key's body has base64 lines of 64 (PEM) or 70 (OpenSSH) characters; armour whose body
+# holds no run of 16 is a placeholder in documentation.
+_KEY_RUN = re.compile(r"[A-Za-z0-9+/=]{16}")
+
+
 def find_private_keys(source: Source) -> Iterator[Hit]:
     text = source.text
     if "-----BEGIN" in text:
@@ -78,6 +83,9 @@ def _pem_blocks(text: str) -> Iterator[Hit]:
         at = bisect.bisect_left(candidates, begin.end())
         if at < len(candidates) and candidates[at] < next_begin[index]:
             finish = end_of[candidates[at]]
+            if _KEY_RUN.search(text, begin.end(), candidates[at]) is None:
+                covered = finish  # armour around a placeholder ("...", "<key>"): no key
+                continue
         else:
             body = _BODY.match(text, begin.end())
             finish = begin.end() if body is None else body.end()

@@ -145,6 +145,11 @@ def name_strength(name: str) -> Strength | None:
 
 def _strength(name: str) -> Strength | None:
     parts = name_parts(name)
+    # A numbered name is its word's: token1, api_key_2, sumoKey1.
+    while parts and parts[-1].isdigit():
+        parts.pop()
+    if parts and parts[-1][-1:].isdigit() and parts[-1].rstrip("0123456789"):
+        parts[-1] = parts[-1].rstrip("0123456789")
     if not parts:
         return None
     if parts[-1] == "key" and not _qualified_key(parts):

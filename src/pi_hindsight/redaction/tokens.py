@@ -19,10 +19,12 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from pi_hindsight.redaction.checksums import crc32_base62_valid
+from pi_hindsight.redaction.placeholders import is_placeholder
 from pi_hindsight.redaction.source import Hit, Source
-from pi_hindsight.redaction.values import is_name_like, is_not_a_secret, looks_random
+from pi_hindsight.redaction.values import entropy, is_name_like, is_not_a_secret, looks_random
 
-__all__ = ["PATTERNS", "TokenPattern", "find_tokens"]
+__all__ = ["PATTERNS", "TokenPattern", "find_tokens", "token"]
 
 _END = r"(?![A-Za-z0-9_])"
 
@@ -39,7 +41,7 @@ class TokenPattern:
     keep: Callable[[str], bool] | None = None  # the secret's text -> is it one?
 
 
-def _token(
+def token(
     kind: str,
     prefixes: str,
     body: str,
@@ -48,13 +50,33 @@ def _token(
     end: bool = True,
     keep: Callable[[str], bool] | None = None,
 ) -> tuple[TokenPattern, ...]:
-    """One pattern per literal prefix (space-separated): prefix, left boundary, body."""
+    """One pattern per literal prefix (space-separated): prefix, left boundary, body. A match
+    whose body is a placeholder (placeholders.py) is no secret; ``keep`` may reject more."""
     patterns = []
     for prefix in prefixes.split():
         literal = re.escape(prefix)
-        regex = literal + f"(?<![{boundary}]{literal})" + body + (_END if end else "")
-        patterns.append(TokenPattern(kind, re.compile(regex), ((prefix, False),), keep=keep))
+        regex = literal + f"(?<![{boundary}]{literal})(?:{body})" + (_END if end else "")
+        judge = _not_placeholder(len(prefix), keep)
+        patterns.append(TokenPattern(kind, re.compile(regex), ((prefix, False),), keep=judge))
     return tuple(patterns)
+
+
+def _not_placeholder(
+    prefix_length: int, keep: Callable[[str], bool] | None
+) -> Callable[[str], bool]:
+    def judge(secret: str) -> bool:
+        if is_placeholder(secret[prefix_length:]):
+            return False
+        return keep is None or keep(secret)
+
+    return judge
+
+
+def _github(secret: str) -> bool:
+    """GitHub and npm tokens: a valid CRC32 makes one certain; otherwise the body must not be
+    flat (2.5+ bits of entropy per character: ``a1B2a1B2…`` is a stand-in; checksums.py)."""
+    body = secret[4:]
+    return crc32_base62_valid(body[:36]) or entropy(body) >= 2.5
 
 
 def _real_value(secret: str) -> bool:
@@ -71,8 +93,8 @@ _B64 = "A-Za-z0-9+/=_"
 PATTERNS: tuple[TokenPattern, ...] = (
     # Hindsight API keys: hsk_<32 hex> from secrets.token_hex(16), optionally _<hex signature>;
     # hsk_sys_ marks a system key (hindsight_api/extensions/memory_defense.py).
-    *_token("hindsight_api_key", "hsk_", r"(?:sys_)?[0-9a-f]{32}(?:_[0-9a-f]{8,}+)?"),
-    *_token("npm_token", "npm_", r"[A-Za-z0-9]{36}"),
+    *token("hindsight_api_key", "hsk_", r"(?:sys_)?[0-9a-f]{32}(?:_[0-9a-f]{8,}+)?"),
+    *token("npm_token", "npm_", r"[A-Za-z0-9]{36}", keep=_github),
     TokenPattern(
         "npm_token",
         re.compile(r":_(?:authToken|auth|password)[ \t]*=[ \t]*([^\s\"']{1,2048}+)"),
@@ -80,9 +102,9 @@ PATTERNS: tuple[TokenPattern, ...] = (
         group=1,
         keep=_real_value,
     ),
-    *_token("anthropic_api_key", "sk-ant-", r"[A-Za-z0-9_-]{20,}+", boundary=_DASHED, end=False),
-    *_token("openrouter_api_key", "sk-or-v1-", r"[0-9a-f]{64}", boundary=_DASHED),
-    *_token(
+    *token("anthropic_api_key", "sk-ant-", r"[A-Za-z0-9_-]{20,}+", boundary=_DASHED, end=False),
+    *token("openrouter_api_key", "sk-or-v1-", r"[0-9a-f]{64}", boundary=_DASHED),
+    *token(
         "openai_api_key",
         "sk-",
         r"(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}+",
@@ -90,28 +112,34 @@ PATTERNS: tuple[TokenPattern, ...] = (
         end=False,
         keep=_real_token,
     ),
-    *_token("openai_session_token", "sess-", r"[A-Za-z0-9]{40}"),
-    *_token("stripe_key", "sk_live_ sk_test_ rk_live_ rk_test_", r"[A-Za-z0-9]{20,}+"),
-    *_token("stripe_key", "whsec_", r"[A-Za-z0-9]{24,}+"),
-    *_token("elevenlabs_api_key", "sk_", r"[0-9a-f]{48}"),
-    *_token("github_token", "ghp_ gho_ ghu_ ghs_ ghr_", r"[A-Za-z0-9]{36,}+"),
-    *_token("github_token", "github_pat_", r"[A-Za-z0-9_]{40,}+"),
-    *_token(
+    *token("openai_session_token", "sess-", r"[A-Za-z0-9]{40}"),
+    *token(
+        "stripe_key", "sk_live_ sk_test_ sk_prod_ rk_live_ rk_test_ rk_prod_", r"[A-Za-z0-9]{20,}+"
+    ),
+    *token("stripe_key", "whsec_", r"[A-Za-z0-9]{24,}+"),
+    *token("elevenlabs_api_key", "sk_", r"[0-9a-f]{48}"),
+    *token("github_token", "ghp_ gho_ ghu_ ghs_ ghr_", r"[A-Za-z0-9]{36,}+", keep=_github),
+    *token("github_token", "github_pat_", r"[A-Za-z0-9_]{40,}+"),
+    # GitHub App installation tokens in their newer form: ghs_<installation id>_<JWT>.
+    *token(
+        "github_token", "ghs_", r"[0-9]{1,20}+_eyJ[A-Za-z0-9_.-]{20,}+", boundary=_DASHED, end=False
+    ),
+    *token(
         "gitlab_token",
         "glpat- gldt- glft- glsoat- glrt- glcbt- glimt- glptt- gloas- glagent- glffct-",
         r"[A-Za-z0-9_-]{20,}+",
         boundary=_DASHED,
         end=False,
     ),
-    *_token("gitlab_token", "GR1348941", r"[A-Za-z0-9_-]{20,}+", boundary=_DASHED, end=False),
-    *_token(
+    *token("gitlab_token", "GR1348941", r"[A-Za-z0-9_-]{20,}+", boundary=_DASHED, end=False),
+    *token(
         "slack_token",
         "xoxa- xoxb- xoxp- xoxo- xoxs- xoxr- xoxe-",
         r"[0-9A-Za-z-]{10,}+",
         boundary=_DASHED,
         end=False,
     ),
-    *_token("slack_token", "xapp-", r"[0-9]-[A-Za-z0-9-]{20,}+", boundary=_DASHED, end=False),
+    *token("slack_token", "xapp-", r"[0-9]-[A-Za-z0-9-]{20,}+", boundary=_DASHED, end=False),
     TokenPattern(
         "slack_webhook",
         re.compile(
@@ -134,32 +162,33 @@ PATTERNS: tuple[TokenPattern, ...] = (
         "aws_access_key_id",
         re.compile(r"A(?<![A-Za-z0-9_]A)(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])[0-9A-Z]{16}" + _END),
         tuple((literal, False) for literal in ("AKIA", "ASIA", "ABIA", "ACCA", "A3T")),
+        keep=lambda secret: not is_placeholder(secret[4:]),
     ),
-    *_token(
+    *token(
         "aws_session_token",
         "IQoJb3JpZ2luX2Vj FwoGZXIvYXdzE",
         r"[A-Za-z0-9+/]{100,}+={0,2}",
         boundary=_B64,
         end=False,
     ),
-    *_token("google_api_key", "AIza", r"[0-9A-Za-z_-]{35}", boundary=_DASHED),
-    *_token("google_oauth_token", "ya29.", r"[0-9A-Za-z_-]{20,}+", boundary=_DASHED, end=False),
-    *_token("google_oauth_client_secret", "GOCSPX-", r"[A-Za-z0-9_-]{28}", boundary=_DASHED),
-    *_token("huggingface_token", "hf_", r"[A-Za-z0-9]{30,}+"),
-    *_token("huggingface_token", "api_org_", r"[A-Za-z0-9]{34}"),
-    *_token("pypi_token", "pypi-AgE", r"[A-Za-z0-9_-]{50,}+", boundary=_DASHED, end=False),
-    *_token("rubygems_token", "rubygems_", r"[0-9a-f]{48}"),
-    *_token("nuget_key", "oy2", r"[a-z0-9]{43}"),
-    *_token(
+    *token("google_api_key", "AIza", r"[0-9A-Za-z_-]{35}", boundary=_DASHED),
+    *token("google_oauth_token", "ya29.", r"[0-9A-Za-z_-]{20,}+", boundary=_DASHED, end=False),
+    *token("google_oauth_client_secret", "GOCSPX-", r"[A-Za-z0-9_-]{28}", boundary=_DASHED),
+    *token("huggingface_token", "hf_", r"[A-Za-z0-9]{30,}+", keep=_real_token),
+    *token("huggingface_token", "api_org_", r"[A-Za-z0-9]{34}"),
+    *token("pypi_token", "pypi-AgE", r"[A-Za-z0-9_-]{50,}+", boundary=_DASHED, end=False),
+    *token("rubygems_token", "rubygems_", r"[0-9a-f]{48}"),
+    *token("nuget_key", "oy2", r"[a-z0-9]{43}"),
+    *token(
         "dockerhub_token",
         "dckr_pat_ dckr_oat_",
         r"[A-Za-z0-9_-]{20,}+",
         boundary=_DASHED,
         end=False,
     ),
-    *_token("sendgrid_key", "SG.", r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}", boundary=_DASHED),
-    *_token("twilio_key", "AC SK", r"[0-9a-f]{32}"),
-    *_token("square_token", "sq0atp- sq0csp-", r"[0-9A-Za-z_-]{22,}+", boundary=_DASHED, end=False),
+    *token("sendgrid_key", "SG.", r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}", boundary=_DASHED),
+    *token("twilio_key", "AC SK", r"[0-9a-f]{32}"),
+    *token("square_token", "sq0atp- sq0csp-", r"[0-9A-Za-z_-]{22,}+", boundary=_DASHED, end=False),
     # Mailchimp: 32 hex, then -us<datacenter>; found at "-us", the key starts 32 before it.
     TokenPattern(
         "mailchimp_key",
@@ -170,30 +199,28 @@ PATTERNS: tuple[TokenPattern, ...] = (
         (("-us", False),),
         back=32,
     ),
-    *_token("mailgun_key", "key-", r"[0-9a-z]{32}"),
-    *_token(
+    *token("mailgun_key", "key-", r"[0-9a-z]{32}"),
+    *token(
         "heroku_api_key",
         "HRKU-",
         r"(?:AA[0-9A-Za-z_-]{58}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
         r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12})",
         boundary=_DASHED,
     ),
-    *_token("databricks_token", "dapi", r"[0-9a-f]{32}(?:-[0-9]+)?"),
-    *_token("digitalocean_token", "dop_v1_ doo_v1_ dor_v1_", r"[0-9a-f]{64}"),
-    *_token("shopify_token", "shpat_ shpca_ shppa_ shpss_", r"[0-9a-fA-F]{32}"),
-    *_token("groq_api_key", "gsk_", r"[A-Za-z0-9]{40,}+"),
-    *_token("xai_api_key", "xai-", r"[A-Za-z0-9]{70,}+"),
-    *_token("replicate_token", "r8_", r"[A-Za-z0-9]{37}"),
-    *_token("perplexity_api_key", "pplx-", r"[A-Za-z0-9]{48}"),
-    *_token("tavily_api_key", "tvly-", r"(?:dev-|prod-)?[A-Za-z0-9]{32}", boundary=_DASHED),
-    *_token("langsmith_api_key", "lsv2_pt_ lsv2_sk_", r"[0-9a-f]{32}_[0-9a-f]{10}"),
-    *_token("linear_api_key", "lin_api_", r"[A-Za-z0-9]{40}"),
-    *_token("notion_token", "ntn_", r"[A-Za-z0-9]{40,}+"),
-    *_token("notion_token", "secret_", r"[A-Za-z0-9]{43}", keep=_real_token),
-    *_token("vault_token", "hvs. hvb. hvr.", r"[A-Za-z0-9_-]{24,}+", boundary=_DASHED, end=False),
-    *_token(
-        "doppler_token", "dp.pt. dp.st. dp.sa. dp.ct. dp.scim. dp.audit.", r"[A-Za-z0-9]{40,}+"
-    ),
+    *token("databricks_token", "dapi", r"(?:[0-9a-f]{32}|[0-9A-F]{32})(?:-[0-9]+)?"),
+    *token("digitalocean_token", "dop_v1_ doo_v1_ dor_v1_", r"[0-9a-f]{64}"),
+    *token("shopify_token", "shpat_ shpca_ shppa_ shpss_", r"[0-9a-fA-F]{32}|[A-Za-z0-9]{32,40}+"),
+    *token("groq_api_key", "gsk_", r"[A-Za-z0-9]{40,}+"),
+    *token("xai_api_key", "xai-", r"[A-Za-z0-9]{70,}+"),
+    *token("replicate_token", "r8_", r"[A-Za-z0-9]{37}"),
+    *token("perplexity_api_key", "pplx-", r"[A-Za-z0-9]{48}"),
+    *token("tavily_api_key", "tvly-", r"(?:dev-|prod-)?[A-Za-z0-9]{32}", boundary=_DASHED),
+    *token("langsmith_api_key", "lsv2_pt_ lsv2_sk_", r"[0-9a-f]{32}_[0-9a-f]{10}"),
+    *token("linear_api_key", "lin_api_", r"[A-Za-z0-9]{40}"),
+    *token("notion_token", "ntn_", r"[A-Za-z0-9]{40,}+"),
+    *token("notion_token", "secret_", r"[A-Za-z0-9]{43}", keep=_real_token),
+    *token("vault_token", "hvs. hvb. hvr.", r"[A-Za-z0-9_-]{24,}+", boundary=_DASHED, end=False),
+    *token("doppler_token", "dp.pt. dp.st. dp.sa. dp.ct. dp.scim. dp.audit.", r"[A-Za-z0-9]{40,}+"),
     TokenPattern(
         "terraform_token",
         re.compile(
@@ -202,37 +229,35 @@ PATTERNS: tuple[TokenPattern, ...] = (
         ((".atlasv1.", False),),
         back=14,
     ),
-    *_token("age_secret_key", "AGE-SECRET-KEY-1", r"[0-9A-Z]{58}"),
-    *_token(
+    *token("age_secret_key", "AGE-SECRET-KEY-1", r"[0-9A-Z]{58}"),
+    *token(
         "onepassword_token", "ops_eyJ", r"[A-Za-z0-9+/=_-]{100,}+", boundary=_B64 + "-", end=False
     ),
-    *_token("postman_api_key", "PMAK-", r"[0-9a-f]{24}-[0-9a-f]{34}"),
-    *_token(
-        "sentry_token", "sntrys_eyJ", r"[A-Za-z0-9+/=_-]{60,}+", boundary=_B64 + "-", end=False
-    ),
-    *_token("sentry_token", "sntryu_", r"[0-9a-f]{64}"),
-    *_token("grafana_token", "glsa_", r"[A-Za-z0-9]{32}_[0-9a-f]{8}"),
-    *_token("grafana_token", "glc_", r"[A-Za-z0-9+/]{32,}+={0,2}", boundary=_B64, end=False),
-    *_token("newrelic_key", "NRAK-", r"[A-Z0-9]{27}"),
-    *_token("pulumi_token", "pul-", r"[0-9a-f]{40}"),
-    *_token("supabase_token", "sbp_", r"[0-9a-f]{40}"),
-    *_token(
+    *token("postman_api_key", "PMAK-", r"[0-9a-f]{24}-[0-9a-f]{34}"),
+    *token("sentry_token", "sntrys_eyJ", r"[A-Za-z0-9+/=_-]{60,}+", boundary=_B64 + "-", end=False),
+    *token("sentry_token", "sntryu_", r"[0-9a-f]{64}"),
+    *token("grafana_token", "glsa_", r"[A-Za-z0-9]{32}_[0-9a-f]{8}"),
+    *token("grafana_token", "glc_", r"[A-Za-z0-9+/]{32,}+={0,2}", boundary=_B64, end=False),
+    *token("newrelic_key", "NRAK-", r"[A-Z0-9]{27}"),
+    *token("pulumi_token", "pul-", r"[0-9a-f]{40}"),
+    *token("supabase_token", "sbp_", r"[0-9a-f]{40}"),
+    *token(
         "atlassian_token", "ATATT3", r"[A-Za-z0-9_=-]{150,}+", boundary="A-Za-z0-9_=-", end=False
     ),
-    *_token("bitbucket_token", "ATBB", r"[A-Za-z0-9]{32}"),
-    *_token("sonar_token", "sqp_ squ_ sqa_", r"[0-9a-f]{40}"),
-    *_token("figma_token", "figd_", r"[A-Za-z0-9_-]{40,}+", boundary=_DASHED, end=False),
-    *_token("netlify_token", "nfp_", r"[A-Za-z0-9]{36}"),
-    *_token(
+    *token("bitbucket_token", "ATBB", r"[A-Za-z0-9]{32}"),
+    *token("sonar_token", "sqp_ squ_ sqa_", r"[0-9a-f]{40}"),
+    *token("figma_token", "figd_", r"[A-Za-z0-9_-]{40,}+", boundary=_DASHED, end=False),
+    *token("netlify_token", "nfp_", r"[A-Za-z0-9]{36}"),
+    *token(
         "planetscale_token",
         "pscale_pw_ pscale_tkn_ pscale_oauth_",
         r"[A-Za-z0-9_-]{32,}+",
         boundary=_DASHED,
         end=False,
     ),
-    *_token("buildkite_token", "bkua_", r"[0-9a-f]{40}"),
-    *_token("flyio_token", "fm2_", r"[A-Za-z0-9+/=,_-]{40,}+", boundary=_B64 + ",-", end=False),
-    *_token(
+    *token("buildkite_token", "bkua_", r"[0-9a-f]{40}"),
+    *token("flyio_token", "fm2_", r"[A-Za-z0-9+/=,_-]{40,}+", boundary=_B64 + ",-", end=False),
+    *token(
         "mapbox_token",
         "sk.eyJ",
         r"[A-Za-z0-9_-]{20,}+\.[A-Za-z0-9_-]{20,}+",
@@ -261,7 +286,7 @@ PATTERNS: tuple[TokenPattern, ...] = (
         (("Q~", False),),
         back=4,
     ),
-    *_token(
+    *token(
         "jwt",
         "eyJ",
         r"[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+",

@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Callable
 from functools import lru_cache
 
+from pi_hindsight.redaction.placeholders import is_flat
+
 __all__ = [
     "ascii_lower",
     "entropy",
@@ -126,8 +128,21 @@ def is_not_a_secret(value: str) -> bool:
         return True
     if _PLACEHOLDER_PARTS.search(value) or _TYPE.fullmatch(value):
         return True
+    if _is_stand_in(value, lowered):
+        return True
     url = _URL.match(value)
     return url is not None and "@" not in url.group(1)
+
+
+def _is_stand_in(value: str, lowered: str) -> bool:
+    """Symbols only (punctuation, an ASCII-art rule), a flat value ("aaaaaaaaaaaa", "AIzaaaa…"),
+    or a non-random value saying "fake" ("somefakekey"; test suites also plant "fake" inside
+    random tokens, which stay secrets)."""
+    if not any(char.isalnum() for char in value):
+        return True
+    if len(value) >= 12 and is_flat(value):
+        return True
+    return "fake" in lowered and not _looks_random(value)
 
 
 # One piece of an identifier, resource name, header name, file name or version: letters with at

@@ -1,0 +1,106 @@
+"""String literals compared with, or passed to, a secret-named variable or setter (issue 18).
+
+- ``if (api_key == "…")``, ``password !== '…'`` and the reverse ``"…" == password``;
+- a call of a secret-named function with one string literal: ``setPassword("…")``,
+  ``secret('…')``, ``withApiKey("…")``.
+
+Both are anchored on a literal that is rare in ordinary text (the comparison operator, or ``("``
+/ ``('``); the value is the quoted literal (no quote or line break inside, at most 256
+characters), scanned once: a value's scan ends at the next quote, and distinct anchors have
+distinct quotes, so the scans are disjoint. The name next to it is read from at most 64
+characters and only once the value has passed the judge (values.py), so text made of operators
+with empty or plain values costs one regex step each.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator
+
+from pi_hindsight.redaction.names import Strength, name_strength
+from pi_hindsight.redaction.source import Hit, Source
+from pi_hindsight.redaction.values import is_name_like, is_not_a_secret, is_prose, looks_random
+
+__all__ = ["TRIGGERS", "find_comparisons"]
+
+TRIGGERS = (("==", False), ("!=", False), ('("', False), ("('", False))
+
+# Each pattern starts with its operator as a literal (re scans for it in C; a pattern starting
+# with a set or an alternation is tried at every position) and matches only where a quoted value
+# follows, or a quote precedes and a name follows: text made of operators costs no Python.
+_VALUE_AFTER = r"=?+[ \t]{0,16}+([\"'`])([^\"'`\r\n]{4,256}+)\1"
+_NAME_AFTER_QUOTE = r"(?:(?<=[\"'`]OP)|(?<=[\"'`] OP))=?+[ \t]{0,16}+([A-Za-z_$][\w$.]{0,63}+)"
+_FORWARD = tuple(re.compile(re.escape(op) + _VALUE_AFTER) for op in ("==", "!="))
+_REVERSE = tuple(
+    re.compile(re.escape(op) + _NAME_AFTER_QUOTE.replace("OP", re.escape(op)))
+    for op in ("==", "!=")
+)
+_LITERAL = re.compile(r"[^\"'`\r\n]{4,256}")
+_CALL = re.compile(r"\([ \t]{0,16}+([\"'])([^\"'\r\n]{4,256}+)\1[ \t]{0,16}+\)")
+# The name before a position, matched (anchored, in C) in the reversed text: blanks, an optional
+# closing quote or bracket, then up to 64 name characters.
+_NAME_BEFORE_REVERSED = re.compile(r"[ \t]{0,16}+[\"'\]]?([\w$]{1,64}+)")
+_NAME_AFTER = re.compile(r"[A-Za-z_$][\w$.]{0,63}+")
+_SETTER = re.compile(r"(?:set|with|use|get)?_?", re.IGNORECASE)
+
+
+# Memoised: the same names and values recur throughout a text (adversarial text repeats one).
+@functools.lru_cache(maxsize=4096)
+def _secret_value(value: str, strength: Strength) -> bool:
+    if is_not_a_secret(value) or is_prose(value):
+        return False
+    if strength == "weak":
+        return looks_random(value)
+    return len(value) >= 6 and not is_name_like(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _strength(name: str) -> Strength | None:
+    # setPassword / with_api_key: the setter's verb is no part of the name
+    verb = _SETTER.match(name)
+    bare = name[verb.end() :] if verb and verb.end() < len(name) else name
+    return name_strength(bare) or name_strength(name)
+
+
+class _Before:
+    """The secret strength of the name ending before a position (the text reversed once)."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._reversed: str | None = None
+
+    def strength(self, at: int) -> Strength | None:
+        if self._reversed is None:
+            self._reversed = self._text[::-1]
+        match = _NAME_BEFORE_REVERSED.match(self._reversed, len(self._text) - at)
+        return None if match is None else _strength(match.group(1)[::-1])
+
+
+def find_comparisons(source: Source) -> Iterator[Hit]:
+    text = source.text
+    before = _Before(text)
+    for regex in _FORWARD:
+        for match in regex.finditer(text):
+            strength = before.strength(match.start())
+            if strength and _secret_value(match.group(2), strength):
+                yield (match.start(2), match.end(2), "secret_comparison")
+    for regex in _REVERSE:
+        for match in regex.finditer(text):
+            yield from _reverse(text, match)
+    for match in _CALL.finditer(text):
+        strength = before.strength(match.start())
+        if strength and _secret_value(match.group(2), strength):
+            yield (match.start(2), match.end(2), "secret_call")
+
+
+def _reverse(text: str, match: re.Match[str]) -> Iterator[Hit]:
+    """``"value" == name``: the closing quote is right before the operator (or one blank)."""
+    strength = _strength(match.group(1).rsplit(".", 1)[-1])
+    if not strength:
+        return
+    close = match.start() - 1 if text[match.start() - 1] in "\"'`" else match.start() - 2
+    opening = text.rfind(text[close], max(0, close - 257), close)
+    value = text[opening + 1 : close]
+    if opening >= 0 and _LITERAL.fullmatch(value) and _secret_value(value, strength):
+        yield (opening + 1, close, "secret_comparison")

@@ -1,0 +1,114 @@
+"""Vendor token formats beyond the common ones of tokens.py (issue 18).
+
+Facts (prefix, length, alphabet) from the vendors' documentation and the public rule sets of
+gitleaks, secretlint and trufflehog; the patterns are our own, built as tokens.py describes
+(literal first, boundary lookbehind after it, possessive or non-backtracking repeats), and every
+match whose body is a placeholder is dropped (placeholders.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from pi_hindsight.redaction.tokens import TokenPattern, token
+from pi_hindsight.redaction.values import looks_random
+
+__all__ = ["PATTERNS"]
+
+_DASHED = "A-Za-z0-9_-"
+_B64 = "A-Za-z0-9+/=_"
+
+
+def _random_body(length: int) -> Callable[[str], bool]:
+    return lambda secret: looks_random(secret[length:], 16)
+
+
+PATTERNS: tuple[TokenPattern, ...] = (
+    # Tailscale: tskey-<kind>-<id>-<secret> (auth, api, client, scim, webhook keys).
+    *token("tailscale_key", "tskey-", r"[A-Za-z0-9_-]{24,}+", boundary=_DASHED, end=False),
+    # Vercel: vcp_ (personal), vci_ (integration), vca_ (app), vcr_ (refresh), vck_ (key).
+    *token("vercel_token", "vcp_ vci_ vca_ vcr_ vck_", r"[A-Za-z0-9]{24,}+"),
+    # Cloudflare user/account API tokens and Origin CA keys (v1.0-<24 hex>-<146 hex>).
+    *token("cloudflare_token", "cfut_ cfat_ cfk_", r"[A-Za-z0-9_-]{30,}+", boundary=_DASHED),
+    *token("cloudflare_origin_ca_key", "v1.0-", r"[0-9a-f]{24}-[0-9a-f]{146}", boundary=_DASHED),
+    # Sourcegraph access tokens: sgp_[<16 hex>_|local_]<40 hex>.
+    *token("sourcegraph_token", "sgp_", r"(?:[0-9a-fA-F]{16}_|local_)?[0-9a-fA-F]{40}"),
+    # 1Password account secret keys: A3-XXXXXX-XXXXXX-XXXXX-XXXXX-XXXXX-XXXXX (or 11 in a run).
+    *token(
+        "onepassword_secret_key",
+        "A3-",
+        r"[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}",
+        boundary=_DASHED,
+    ),
+    # Facebook (Meta) access tokens: EAA + app-specific letters, long base62.
+    *token("facebook_token", "EAA", r"[A-Za-z0-9]{60,}+", keep=_random_body(3)),
+    # Facebook app tokens: <15-16 digit app id>|<secret>; the secret after the bar is redacted.
+    TokenPattern(
+        "facebook_token",
+        re.compile(
+            r"\|(?:(?<=(?<![0-9])[0-9]{15}\|)|(?<=(?<![0-9])[0-9]{16}\|))"
+            r"([A-Za-z0-9_-]{27,40}+)(?![A-Za-z0-9_-])"
+        ),
+        (("|", False),),
+        group=1,
+        keep=lambda secret: looks_random(secret, 16),
+    ),
+    # AWS Bedrock long-lived API keys: ABSK + base64 ("BedrockAPIKey-…").
+    *token("aws_bedrock_key", "ABSK", r"[A-Za-z0-9+/]{100,}+={0,2}", boundary=_B64, end=False),
+    *token(
+        "aws_bedrock_key",
+        "bedrock-api-key-",
+        r"[A-Za-z0-9+/=_-]{40,}+",
+        boundary=_DASHED,
+        end=False,
+    ),
+    # A 256-bit hex private key (secp256k1: Ethereum and friends) written with 0x.
+    *token("hex_private_key", "0x", r"[0-9a-fA-F]{64}", keep=_random_body(2)),
+    # EasyPost production / test keys.
+    *token("easypost_key", "EZAK EZTK", r"[A-Za-z0-9]{54}"),
+    # Dynatrace: dt0c01.<24>.<64>.
+    *token("dynatrace_token", "dt0c01.", r"[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}"),
+    # Adobe client secrets.
+    *token("adobe_client_secret", "p8e-", r"[A-Za-z0-9]{32}", boundary=_DASHED),
+    # Harness: pat./sat.<22>.<24>.<20>.
+    *token("harness_token", "pat. sat.", r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}"),
+    # 42 Intra client secrets.
+    *token("intra42_secret", "s-s4t2ud- s-s4t2af-", r"[0-9a-f]{64}", boundary=_DASHED),
+    *token("duffel_token", "duffel_test_ duffel_live_", r"[A-Za-z0-9_=-]{43}", boundary=_DASHED),
+    *token("frameio_token", "fio-u-", r"[A-Za-z0-9_=-]{64}", boundary=_DASHED),
+    *token("readme_api_key", "rdme_", r"[a-z0-9]{70}"),
+    *token("sendinblue_key", "xkeysib-", r"[0-9a-f]{64}-[A-Za-z0-9]{16}", boundary=_DASHED),
+    *token("settlemint_token", "sm_pat_ sm_aat_ sm_sat_", r"[A-Za-z0-9]{16}"),
+    *token("shippo_token", "shippo_live_ shippo_test_", r"[0-9a-fA-F]{40}"),
+    *token("prefect_token", "pnu_", r"[A-Za-z0-9]{36}"),
+    *token(
+        "flutterwave_key", "FLWSECK_TEST- FLWSECK-", r"[A-Za-z0-9]{12,}+(?:-X)?", boundary=_DASHED
+    ),
+    *token("clojars_token", "CLOJARS_", r"[A-Za-z0-9]{60}"),
+    *token("alibaba_key_id", "LTAI", r"[A-Za-z0-9]{20}", keep=_random_body(4)),
+    *token("artifactory_token", "AKCp", r"[A-Za-z0-9]{69}"),
+    *token("artifactory_token", "cmVmd", r"[A-Za-z0-9]{59}"),
+    *token("openshift_token", "sha256~", r"[A-Za-z0-9_-]{43}", boundary=_DASHED),
+    *token("airtable_token", "pat", r"[A-Za-z0-9]{14}\.[0-9a-f]{64}"),
+    *token("fly_token", "fo1_", r"[A-Za-z0-9_-]{43}", boundary=_DASHED),
+    *token("fly_token", "fm1a_ fm1r_", r"[A-Za-z0-9+/]{100,}+={0,3}", boundary=_B64, end=False),
+    *token("beamer_token", "b_", r"[A-Za-z0-9=_-]{44}", boundary=_DASHED, keep=_random_body(2)),
+    *token(
+        "mapbox_token",
+        "pk.eyJ",
+        r"[A-Za-z0-9_-]{20,}+\.[A-Za-z0-9_-]{20,}+",
+        boundary=_DASHED,
+        end=False,
+    ),
+    *token("typeform_token", "tfp_", r"[A-Za-z0-9_.=-]{59}", boundary=_DASHED),
+    *token("scalingo_token", "tk-us-", r"[A-Za-z0-9_-]{48}", boundary=_DASHED),
+    *token(
+        "authress_key",
+        "sc_ ext_ scauth_ authress_",
+        r"[A-Za-z0-9]{5,30}+\.[A-Za-z0-9]{4,6}+\.acc[_-][A-Za-z0-9-]{10,32}+\.[A-Za-z0-9+/_=-]{30,120}+",
+        boundary=_DASHED,
+        end=False,
+    ),
+    *token("octopus_key", "API-", r"[A-Z0-9]{26}", boundary=_DASHED, keep=_random_body(4)),
+)

@@ -1,0 +1,108 @@
+"""End to end with the real Pi binary (issue 18): a secret of each vendor format redaction newly
+covers never reaches Hindsight (retained documents and memories are searched) nor the model
+(every provider payload of a later session is searched), and the user's own rule and allow entry
+from the user's config work on the real retain path."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import string
+import uuid
+import zlib
+from pathlib import Path
+
+import pytest
+from hindsight_client_api.api.documents_api import DocumentsApi
+from hindsight_client_api.api_client import ApiClient
+from hindsight_client_api.configuration import Configuration
+
+from tests.integration.retain_support import BankView
+from tests.plugins.pi import PiWorld, make_repo
+
+pytestmark = [pytest.mark.server, pytest.mark.pi]
+
+_RNG = random.Random(1818)
+_ALNUM = string.ascii_letters + string.digits
+_HEX = "0123456789abcdef"
+
+
+def _random(alphabet: str, size: int) -> str:
+    return "".join(_RNG.choice(alphabet) for _ in range(size))
+
+
+def _github(prefix: str) -> str:
+    body = _random(_ALNUM, 30)
+    number, digits = zlib.crc32(body.encode()), ""
+    base62 = string.digits + string.ascii_uppercase + string.ascii_lowercase
+    while number:
+        number, digit = divmod(number, 62)
+        digits = base62[digit] + digits
+    return prefix + body + digits.rjust(6, "0")
+
+
+# One secret of each newly covered format (kind -> value), as a user would paste them.
+NEW_SECRETS = {
+    "tailscale_key": "tskey-auth-" + _random(_ALNUM, 12) + "-" + _random(_ALNUM, 30),
+    "vercel_token": "vcp_" + _random(_ALNUM, 40),
+    "cloudflare_token": "cfut_" + _random(_ALNUM, 40),
+    "cloudflare_origin_ca_key": "v1.0-" + _random(_HEX, 24) + "-" + _random(_HEX, 146),
+    "sourcegraph_token": "sgp_" + _random(_HEX, 16) + "_" + _random(_HEX, 40),
+    "stripe_key": "rk_prod_" + _random(_ALNUM, 40),
+    "onepassword_secret_key": "A3-"
+    + "-".join(_random(string.ascii_uppercase + string.digits, n) for n in (6, 6, 5, 5, 5, 5)),
+    "facebook_token": "EAA" + _random(_ALNUM, 100),
+    "aws_bedrock_key": "ABSK" + _random(_ALNUM + "+/", 120),
+    "hex_private_key": "0x" + _random(_HEX, 64),
+    "easypost_key": "EZAK" + _random(_ALNUM, 54),
+    "dynatrace_token": "dt0c01." + _random(_ALNUM, 24) + "." + _random(_ALNUM, 64),
+    "github_token": _github("ghs_"),
+}
+USER_TOKEN = "acme_" + _random(string.ascii_lowercase + string.digits, 12)
+ALLOWED = "sk_test_" + _random(_ALNUM, 30)  # a published test key the user allows
+
+
+def _document_ids(world: PiWorld) -> list[str]:
+    async def fetch() -> list[str]:
+        async with ApiClient(Configuration(host=world.base_url)) as client:
+            listing = await DocumentsApi(client).list_documents(world.bank_id, limit=100)
+        return [str(item.id) for item in listing.items]
+
+    return asyncio.run(fetch())
+
+
+def test_new_vendor_formats_and_user_rules_end_to_end(pi_world: PiWorld, tmp_path: Path) -> None:
+    path = pi_world.state_dir / "config.json"
+    config = json.loads(path.read_text())
+    config["redaction"] = {"patterns": {"acme_token": "acme_[a-z0-9]{12}"}, "allow": [ALLOWED]}
+    path.write_text(json.dumps(config))
+    repo = make_repo(tmp_path / "echo", "https://example.com/team/echo.git")
+    pi_world.register(repo)
+
+    marker = f"Vega{uuid.uuid4().hex[:8]}"
+    lines = "\n".join(f"- {kind}: {value}" for kind, value in NEW_SECRETS.items())
+    pi_world.run(
+        repo,
+        f"Our deploy host is called {marker}. Its credentials, for the record:\n{lines}\n"
+        f"- internal: {USER_TOKEN}\n- public test key: {ALLOWED}",
+    )
+    pi_world.drain()
+
+    bank = BankView(pi_world.base_url, pi_world.bank_id)
+    held = bank.everything(_document_ids(pi_world))
+    assert marker in held, "the session was not retained"
+    for kind, value in NEW_SECRETS.items():
+        assert value not in held, kind
+        assert f"[REDACTED:{kind}]" in held, kind
+    assert USER_TOKEN not in held and "[REDACTED:acme_token]" in held
+    assert ALLOWED in held, "the allow entry was redacted all the same"
+
+    # A later session is given the memory of the first: no secret reaches the model with it.
+    requests_before = len(pi_world.pi_requests())
+    pi_world.run(repo, f"What is our deploy host {marker} called?")
+    later = json.dumps(pi_world.pi_requests()[requests_before:])
+    assert "<hindsight-memory" in later, "the later session was given no memory"
+    for kind, value in NEW_SECRETS.items():
+        assert value not in later, kind
+    assert USER_TOKEN not in later
