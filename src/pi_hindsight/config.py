@@ -24,6 +24,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, V
 from pydantic_core import PydanticCustomError
 
 from pi_hindsight.config_display import (
+    ConfigProblem,
     config_notices,
     display_url,
     shown_key,
@@ -48,7 +49,6 @@ from pi_hindsight.safe_files import (
     JSONC_MAX_BYTES,
     loads,
     lone_surrogate_paths,
-    printable,
     read_bytes,
 )
 from pi_hindsight.user_bank import USER_BANK_KEY, UserBankChoice
@@ -258,21 +258,6 @@ class Settings(_Model):
         return self.profile in ("project+user", "user-only") or (
             self.profile == "recall-only" and self.banks.user.enabled
         )
-
-
-@dataclass(frozen=True)
-class ConfigProblem:
-    source: str  # a file path or an environment variable name
-    key: str
-    message: str
-    fix: str
-    level: Literal["info", "warning"] = "warning"
-    count: int = 1  # how many problems this line stands for (a "(more)" line: the rest)
-
-    def describe(self) -> str:
-        """One line, safe to print: control characters and lone surrogates escaped, cut short."""
-        fix = f" ({self.fix})" if self.fix else ""
-        return printable(f"{self.source}: {shown_key(self.key)}: {self.message}{fix}", 2_000)
 
 
 @dataclass(frozen=True)
