@@ -18,9 +18,11 @@ one recorded outcome, ``error`` included. No SQLite or git call runs on the even
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +36,7 @@ from pi_hindsight.engine.recording import EvidenceRecorder
 from pi_hindsight.engine.render import FRAMING
 from pi_hindsight.engine.retaining import Retainer
 from pi_hindsight.engine.scope import Scope
-from pi_hindsight.engine.seeding import Seeder
+from pi_hindsight.engine.seeding import Seeder, delivery_state
 from pi_hindsight.engine.sessions import Session
 from pi_hindsight.engine.status import (
     BackendStatus,
@@ -59,10 +61,13 @@ from pi_hindsight.engine.types import (
     UserRequest,
     VisibleContext,
 )
-from pi_hindsight.errors import NoSession, PiHindsightError, ScopeError
+from pi_hindsight.errors import NoSession, PiHindsightError, ScopeError, StateError
 from pi_hindsight.identity import resolve_identity
-from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.catalog_lifecycle import Corrected
+from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME
+from pi_hindsight.stores.evidence.shapes import EvidencePage
+from pi_hindsight.stores.handles import AsyncCatalog
+from pi_hindsight.stores.outbox import OutboxHealth
 from pi_hindsight.stores.runner import run_store
 
 logger = logging.getLogger(__name__)
@@ -137,10 +142,6 @@ class MemoryEngine:
 
     # -- session ---------------------------------------------------------------------------
 
-    @property
-    def session(self) -> Session | None:
-        return self._session
-
     def _require_session(self) -> Session:
         if self._session is None:
             raise NoSession("no session: call initialize first")
@@ -165,8 +166,72 @@ class MemoryEngine:
         )
         return backend
 
-    async def open_catalog(self) -> Catalog:
-        return await self.state.open_catalog()
+    async def open_catalog(self) -> AsyncCatalog:
+        """The catalogue for the tools: awaitable methods, each run on the store thread."""
+        return AsyncCatalog(await self.state.open_catalog())
+
+    # -- what hosts, commands and the CLI may ask (they never reach past these) --------------
+
+    def session_info(self) -> SessionInfo | None:
+        """What the host said of this session when it opened it; None before that."""
+        return None if self._session is None else self._session.info
+
+    def is_registered(self) -> bool:
+        """The session's location is registered (memory may still be off: disabled)."""
+        resolution = None if self._session is None else self._session.resolution
+        return resolution is not None and resolution.registered is not None
+
+    def awaits_registration(self) -> bool:
+        """Memory is enabled and the location resolved, but nobody registered it yet: the
+        one state in which a host tells the user how to turn memory on."""
+        resolution = None if self._session is None else self._session.resolution
+        return self.settings.enabled and resolution is not None and resolution.registered is None
+
+    def resolution_warnings(self) -> tuple[str, ...]:
+        """What resolving the session's scope warned about (a pin not honoured, …)."""
+        resolution = None if self._session is None else self._session.resolution
+        return () if resolution is None else resolution.warnings
+
+    async def outbox_health(self) -> OutboxHealth:
+        outbox = await self.state.open_outbox()
+        return await run_store(outbox.health)
+
+    async def retry_dead(self) -> int:
+        """Re-queue every dead letter (original idempotency keys); the worker is woken."""
+        outbox = await self.state.open_outbox()
+        retried = await run_store(outbox.retry_dead, None)
+        self.wake_worker()
+        return retried
+
+    async def open_stores_for_status(self) -> None:
+        """Open the outbox (its health is part of the status) and an evidence ledger that
+        exists already (never created here; a damaged one shows as such in the status)."""
+        await self.state.open_outbox()
+        evidence = self.settings.evidence
+        if evidence.enabled and (self.state_dir / EVIDENCE_FILE_NAME).exists():
+            with contextlib.suppress(StateError):
+                await self.state.open_evidence(evidence)
+
+    def evidence_unavailable(self) -> str | None:
+        """Why this session has no evidence ledger, or None when it has one."""
+        if self.recorder.ledger is not None:
+            return None
+        return self.recorder.last_error or "evidence is disabled (evidence.enabled: false)"
+
+    async def ledger_page(self, limit: int) -> tuple[EvidencePage, str]:
+        """The newest ``limit`` evidence records (no bodies) and the retention in force;
+        call ``evidence_unavailable`` first."""
+        ledger = self.recorder.ledger
+        if ledger is None:
+            raise StateError(f"no evidence ledger: {self.evidence_unavailable()}")
+        page = await run_store(ledger.list, limit=limit)
+        stats = await run_store(ledger.stats, counts=False)
+        return page, stats.retention_note
+
+    async def seed_delivery(self, keys: Sequence[tuple[str, str]]) -> Counter[str]:
+        """How many seeded items (``(session id, request id)``) are in each outbox state."""
+        outbox = await self.state.open_outbox()
+        return await run_store(delivery_state, outbox, keys)
 
     async def open_session(self, info: SessionInfo) -> SessionView:
         """Resolve the session's scope; start memory only for a registered location.
@@ -174,7 +239,7 @@ class MemoryEngine:
         An unregistered location gets no Hindsight client at all (R-CONSENT-1): no bank is
         created and no connection is made until the user registers it.
         """
-        self._session = session = Session(info=info)
+        self._session = session = Session(info=info, host=self.host)
         notices: list[Notice] = []
         try:
             catalog = await self.state.open_catalog()
@@ -236,7 +301,7 @@ class MemoryEngine:
             except PiHindsightError as error:
                 logger.warning("could not record the declined consent: %s", error)
             await self._activate()
-            hint = sessions.register_hint(session.info.cwd)
+            hint = self.host.register_hint(session.info.cwd)
             return self._view((Notice("info", f"memory stays off here; {hint}"),))
         try:
             scope = await sessions.register(session.info.cwd, self.settings, catalog)
@@ -293,6 +358,7 @@ class MemoryEngine:
                 off_reason=session.off_reason if session else "no session",
                 corrected=await self._corrected(),
             )
+            memory.take_in(delivery.shown)
         except asyncio.CancelledError:
             # The user aborted (or the host gave up): the request goes on without memory.
             delivery = self._failed(
@@ -322,6 +388,7 @@ class MemoryEngine:
                 off_reason=session.off_reason if session else "no session",
                 corrected=await self._corrected(),
             )
+            memory.take_in(delivery.shown)
         except Exception as error:
             logger.exception("preparing the startup memo for %s failed", request.request_id)
             delivery = self._failed(request, "error", f"preparing the memo failed: {error!r}")
@@ -356,8 +423,11 @@ class MemoryEngine:
         session_file = session.info.session_file if session else None
         return await self.recorder.prepared(request, delivery, session_file)
 
-    async def memory_attached(self, request_id: str) -> None:
-        await self.recorder.attached(request_id)
+    async def memory_attached(
+        self, request_id: str, *, entry_id: str | None = None, session_file: str | None = None
+    ) -> None:
+        """The host saw the delivered block in its context (the entry holding it, if known)."""
+        await self.recorder.attached(request_id, entry_id=entry_id, session_file=session_file)
 
     async def delivery_confirmed(
         self, request_id: str, confirmed: bool, payload_bytes: int | None
