@@ -82,3 +82,25 @@ def test_the_visible_context_takes_in_what_a_delivery_showed() -> None:
     memory.take_in(Shown(frozenset(), frozenset(), False, memo_version="v2", memo_text="new"))
     assert memory.memo_version == "v2" and memory.memo_text == "earlier memo\nnew"
     assert memory.framed  # once framed, the context stays framed
+
+
+def test_pi_commands_read_the_outbox_and_the_ledger_through_the_engine(
+    tmp_path: Path, isolated_dirs: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo", "https://example.com/t/commands.git")
+
+    async def run() -> None:
+        pi = PiHost(build_engine(PI_HOST, isolated_dirs))
+        await pi.open(SessionInfo("s-3", repo, None, has_ui=True, reason="startup"))
+        outbox = await pi.commands.run("hindsight:outbox", "", accepted=None)
+        assert outbox.text == "outbox: 0 pending, 0 awaiting confirmation, 0 dead, 0 done"
+        retry = await pi.commands.run("hindsight:outbox", "retry", accepted=None)
+        assert retry.text == "no dead letters to retry"
+        # The ledger records every session, memory on or off: nothing asked of it yet.
+        evidence = await pi.commands.run("hindsight:evidence", "", accepted=None)
+        lines = (evidence.text or "").splitlines()
+        assert evidence.level == "info" and lines[0] == "last requests (newest first):"
+        assert lines[-1] == "details: `pi-hindsight evidence explain ID`" and len(lines) == 3
+        await pi.engine.shutdown(0.0)
+
+    asyncio.run(run())
