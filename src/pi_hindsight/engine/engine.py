@@ -18,12 +18,9 @@ one recorded outcome, ``error`` included. No SQLite or git call runs on the even
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from pi_hindsight.backend import MemoryBackend
@@ -36,8 +33,9 @@ from pi_hindsight.engine.recording import EvidenceRecorder
 from pi_hindsight.engine.render import FRAMING
 from pi_hindsight.engine.retaining import Retainer
 from pi_hindsight.engine.scope import Scope
-from pi_hindsight.engine.seeding import Seeder, delivery_state
+from pi_hindsight.engine.seeding import Seeder
 from pi_hindsight.engine.sessions import Session
+from pi_hindsight.engine.shared import SharedParts, close_shared
 from pi_hindsight.engine.status import (
     BackendStatus,
     ConfigStatus,
@@ -61,10 +59,9 @@ from pi_hindsight.engine.types import (
     UserRequest,
     VisibleContext,
 )
-from pi_hindsight.errors import NoSession, PiHindsightError, ScopeError, StateError
+from pi_hindsight.errors import NoSession, PiHindsightError, ScopeError
 from pi_hindsight.identity import resolve_identity
 from pi_hindsight.stores.catalog_lifecycle import Corrected
-from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME
 from pi_hindsight.stores.evidence.shapes import EvidencePage
 from pi_hindsight.stores.handles import AsyncCatalog
 from pi_hindsight.stores.outbox import OutboxHealth
@@ -75,30 +72,6 @@ logger = logging.getLogger(__name__)
 ConfigLoader = Callable[[Path | None], LoadedConfig]  # project root -> effective config
 # Reads what the host's session record says is visible now (delivered ids, memo, recent turns).
 ContextReader = Callable[[str | None, int], VisibleContext | None]
-
-
-@dataclass(frozen=True)
-class SharedParts:
-    """What several sessions' engines in one process share: the stores (one store thread, one
-    connection each), the Hindsight connection and the retainer with its one worker. A host
-    serving many sessions from one long-lived process (the Claude Code daemon) builds these
-    once (``app.build_shared``); each session's engine then owns only its session state, and
-    ``close_shared`` ends them when the process stops."""
-
-    state: LocalState
-    connection: HindsightConnection
-    retainer: Retainer
-
-
-async def close_shared(parts: SharedParts, bound_s: float) -> dict[str, int]:
-    """Submit what is ready within ``bound_s``, then close the connection and the stores; the
-    rest stays in the outbox for the next process."""
-    flushed = await parts.retainer.shutdown(time.monotonic() + bound_s)
-    outbox = parts.state.outbox
-    pending = await run_store(outbox.unfinished_count) if outbox is not None else 0
-    await parts.connection.close()
-    await parts.state.close()
-    return {"flushed": flushed, "pending": pending}
 
 
 def _config_notices(config: LoadedConfig) -> list[Notice]:
@@ -193,45 +166,30 @@ class MemoryEngine:
         return () if resolution is None else resolution.warnings
 
     async def outbox_health(self) -> OutboxHealth:
-        outbox = await self.state.open_outbox()
-        return await run_store(outbox.health)
+        return await self.state.outbox_health()
 
     async def retry_dead(self) -> int:
         """Re-queue every dead letter (original idempotency keys); the worker is woken."""
-        outbox = await self.state.open_outbox()
-        retried = await run_store(outbox.retry_dead, None)
+        retried = await self.state.retry_dead()
         self.wake_worker()
         return retried
 
     async def open_stores_for_status(self) -> None:
         """Open the outbox (its health is part of the status) and an evidence ledger that
         exists already (never created here; a damaged one shows as such in the status)."""
-        await self.state.open_outbox()
-        evidence = self.settings.evidence
-        if evidence.enabled and (self.state_dir / EVIDENCE_FILE_NAME).exists():
-            with contextlib.suppress(StateError):
-                await self.state.open_evidence(evidence)
+        await self.state.open_for_status(self.settings.evidence)
 
     def evidence_unavailable(self) -> str | None:
         """Why this session has no evidence ledger, or None when it has one."""
-        if self.recorder.ledger is not None:
-            return None
-        return self.recorder.last_error or "evidence is disabled (evidence.enabled: false)"
+        return self.recorder.unavailable()
 
     async def ledger_page(self, limit: int) -> tuple[EvidencePage, str]:
-        """The newest ``limit`` evidence records (no bodies) and the retention in force;
-        call ``evidence_unavailable`` first."""
-        ledger = self.recorder.ledger
-        if ledger is None:
-            raise StateError(f"no evidence ledger: {self.evidence_unavailable()}")
-        page = await run_store(ledger.list, limit=limit)
-        stats = await run_store(ledger.stats, counts=False)
-        return page, stats.retention_note
+        """The newest ``limit`` evidence records (no bodies) and the retention in force."""
+        return await self.recorder.page(limit)
 
     async def seed_delivery(self, keys: Sequence[tuple[str, str]]) -> Counter[str]:
         """How many seeded items (``(session id, request id)``) are in each outbox state."""
-        outbox = await self.state.open_outbox()
-        return await run_store(delivery_state, outbox, keys)
+        return await self.state.seed_delivery(keys)
 
     async def open_session(self, info: SessionInfo) -> SessionView:
         """Resolve the session's scope; start memory only for a registered location.
