@@ -25,6 +25,7 @@ from pydantic_core import PydanticCustomError
 
 from pi_hindsight.config_cost import RetainCostSettings
 from pi_hindsight.config_display import (
+    ConfigProblem,
     config_notices,
     display_url,
     shown_key,
@@ -43,8 +44,8 @@ from pi_hindsight.errors import ConfigError, InputFileError
 from pi_hindsight.legacy.config_keys import migrate_legacy, unknown_keys
 from pi_hindsight.paths import ensure_private_dir, pi_agent_dir
 from pi_hindsight.paths import state_dir as default_state_dir
-from pi_hindsight.redaction.user_rules import RedactionSettings
-from pi_hindsight.redaction.user_rules import use as use_redaction_rules
+from pi_hindsight.redaction_rules import RedactionSettings
+from pi_hindsight.redaction_rules import use as use_redaction_rules
 from pi_hindsight.relevance import Relevance, RelevanceSettings
 from pi_hindsight.safe_files import (
     CONFIG_MAX_BYTES,
@@ -52,7 +53,6 @@ from pi_hindsight.safe_files import (
     JSONC_MAX_BYTES,
     loads,
     lone_surrogate_paths,
-    printable,
     read_bytes,
 )
 from pi_hindsight.user_bank import USER_BANK_KEY, UserBankChoice
@@ -263,21 +263,6 @@ class Settings(_Model):
         return self.profile in ("project+user", "user-only") or (
             self.profile == "recall-only" and self.banks.user.enabled
         )
-
-
-@dataclass(frozen=True)
-class ConfigProblem:
-    source: str  # a file path or an environment variable name
-    key: str
-    message: str
-    fix: str
-    level: Literal["info", "warning"] = "warning"
-    count: int = 1  # how many problems this line stands for (a "(more)" line: the rest)
-
-    def describe(self) -> str:
-        """One line, safe to print: control characters and lone surrogates escaped, cut short."""
-        fix = f" ({self.fix})" if self.fix else ""
-        return printable(f"{self.source}: {shown_key(self.key)}: {self.message}{fix}", 2_000)
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,12 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import PurePath
-from typing import TYPE_CHECKING
+from typing import Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pi_hindsight.safe_files import printable
-
-if TYPE_CHECKING:
-    from pi_hindsight.config import ConfigProblem
 
 _SECRET_SUFFIXES = (
     "apikey",
@@ -105,6 +103,21 @@ def scrub(text: str, secrets: Iterable[str | None]) -> str:
 
 def shown_key(key: str) -> str:
     return printable(key, 120)
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    source: str  # a file path or an environment variable name
+    key: str
+    message: str
+    fix: str
+    level: Literal["info", "warning"] = "warning"
+    count: int = 1  # how many problems this line stands for (a "(more)" line: the rest)
+
+    def describe(self) -> str:
+        """One line, safe to print: control characters and lone surrogates escaped, cut short."""
+        fix = f" ({self.fix})" if self.fix else ""
+        return printable(f"{self.source}: {shown_key(self.key)}: {self.message}{fix}", 2_000)
 
 
 def shown_value(value: object, key: str = "") -> str:

@@ -18,14 +18,11 @@ from __future__ import annotations
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from pi_hindsight.config_display import shown_key
+from pi_hindsight.config_display import ConfigProblem, shown_key
 from pi_hindsight.errors import InputFileError
 from pi_hindsight.safe_files import decode_utf8, lone_surrogate_paths, printable, read_bytes
-
-if TYPE_CHECKING:
-    from pi_hindsight.config import ConfigProblem
 
 KEY_FILE_MAX_BYTES = 4_096
 _REFERENCE_FIX = 'use {"source": "env", "name": "VARIABLE"} or {"source": "file", "path": "/abs"}'
@@ -47,7 +44,6 @@ def key_file_path(raw: Mapping[str, Any]) -> Path | None:
 def _problem(
     source: str, message: str, fix: str, level: Literal["info", "warning"] = "warning"
 ) -> ConfigProblem:
-    from pi_hindsight.config import ConfigProblem  # noqa: PLC0415 - the one shape of a problem
 
     return ConfigProblem(source, "hindsight.apiKey", message, fix, level)
 

@@ -32,6 +32,11 @@ boundary modules (``backend/hindsight.py``, ``stores/sqlite.py``); nothing above
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class PiHindsightError(Exception):
     """Base class of every error this package raises."""
@@ -132,3 +137,12 @@ class RpcError(PiHindsightError):
         super().__init__(message)
         self.code = code
         self.data = data
+
+
+def validation_problems(error: ValidationError, whole: str) -> str:
+    """Pydantic's errors as one line, each naming its field (``whole`` for the input itself):
+    the one wording of bad tool arguments and bad RPC params."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in item['loc']) or whole}: {item['msg']}"
+        for item in error.errors()
+    )

@@ -1,5 +1,6 @@
-"""The shape of the package (issue 11): the core knows no host, nothing imports back up the
-layers, there are no import cycles, and no module grows past the soft cap."""
+"""The shape of the package (issues 11 and 19): the core knows no host, nothing imports back up
+the layers, nothing outside the engine reaches into it, there are no import cycles, and no
+module grows past 600 lines."""
 
 from __future__ import annotations
 
@@ -17,7 +18,31 @@ PI_NAMES = re.compile(
     r"\bPi\b|pi-session|custom_message|sessionManager|before_agent_start|agent_end|"
     r"Pi coding session|\"source\": \"pi\""
 )
-SOFT_CAP_LINES = 650  # ~600 lines, with room for a docstring or two
+# Words only a host adapter may say, in code (names and strings; comments and docstrings may
+# mention a host to explain why).
+HOST_WORDS = re.compile(
+    rf"{PI_NAMES.pattern}|\bClaude\b|claude[-_]code|\bsessionFile\b|\bcustomType\b"
+)
+BELOW_HOSTS = ("engine", "stores", "backend", "tools", "maintenance", "redaction", "legacy")
+# Documented exceptions, each with its reason; the ledger's names go with its migration.
+HOST_WORD_EXCEPTIONS = {
+    # The evidence ledger's JSON keeps Pi's names until the ledger is renamed with a migration
+    # (issue 19, item 4).
+    "stores/evidence/shapes.py",
+    "stores/evidence/explain.py",
+    # Reads the TypeScript Pi extension's evidence files and config keys: Pi's names by nature.
+    "legacy/evidence_formats.py",
+}
+MAX_LINES = 600
+# Over the cap today and split by their owners' work (issue 19): empty this list as they go.
+TOO_LONG_FOR_NOW = {
+    "config.py",  # becomes the config/ package (issue 19, item 4)
+    "redaction/finder.py",  # redaction's own split (issue 18)
+}
+# The engine's insides: a host, command, tool or the CLI asks the engine's named methods.
+ENGINE_INTERNALS = frozenset({"state", "recorder", "session", "retainer", "connection"})
+# Where the store thread is owned: everything else awaits ``stores/handles.py`` or the engine.
+STORE_THREAD_OWNERS = ("engine/", "stores/runner.py", "stores/handles.py")
 
 
 def _modules() -> Iterator[Path]:
@@ -87,15 +112,24 @@ def test_the_core_names_nothing_of_pi(layer: str) -> None:
     assert found == []
 
 
+def _top_level_imports(tree: ast.Module) -> Iterator[ast.stmt]:
+    """Module-level imports, ``TYPE_CHECKING`` ones included (a cycle of types is a cycle)."""
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from node.body
+        else:
+            yield node
+
+
 def test_there_are_no_import_cycles() -> None:
-    """Module-level imports only (a function-level import is how a cycle is broken on purpose,
-    and ``TYPE_CHECKING`` imports never run)."""
+    """Module-level and ``TYPE_CHECKING`` imports (a function-level import is how a cycle is
+    broken on purpose)."""
     graph: dict[str, set[str]] = {}
     modules = {_name(path): path for path in _modules()}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         targets: set[str] = set()
-        for node in tree.body:
+        for node in _top_level_imports(tree):
             if isinstance(node, ast.ImportFrom) and node.module:
                 candidates = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
             elif isinstance(node, ast.Import):
@@ -123,14 +157,99 @@ def test_there_are_no_import_cycles() -> None:
         if node not in state:
             visit(node)
     # A package importing its own submodule (re-exports) is not a cycle worth the name.
-    real = [cycle for cycle in cycles if not all(c.startswith(cycle[0]) for c in cycle)]
+    # (``config_display`` is not inside ``config``: compare whole dotted parts.)
+    real = [
+        cycle
+        for cycle in cycles
+        if not all(c == cycle[0] or c.startswith(f"{cycle[0]}.") for c in cycle)
+    ]
     assert real == []
 
 
-def test_no_module_grows_past_the_soft_cap() -> None:
+def test_no_module_grows_past_600_lines() -> None:
     long = {
         str(path.relative_to(PACKAGE)): lines
         for path in _modules()
-        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > SOFT_CAP_LINES
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
-    assert long == {}
+    assert {path: n for path, n in long.items() if path not in TOO_LONG_FOR_NOW} == {}
+    # The allow-list only shrinks: a module split below the cap leaves it.
+    assert sorted(TOO_LONG_FOR_NOW - set(long)) == []
+
+
+def _relative(path: Path) -> str:
+    return path.relative_to(PACKAGE).as_posix()
+
+
+def _reaches_engine(node: ast.expr) -> bool:
+    """``engine.x``, ``self.engine.x``, ``state.engine.x``: an expression naming an engine."""
+    if isinstance(node, ast.Name):
+        return node.id == "engine"
+    return isinstance(node, ast.Attribute) and node.attr == "engine"
+
+
+def test_nothing_outside_the_engine_reaches_into_it() -> None:
+    """Hosts, commands, tools and the CLI use the engine's named methods (``outbox_health()``,
+    ``ledger_page()``, ``is_registered()``, …): never its state, recorder, session, retainer or
+    connection, nor a private name; and only the engine and the store handles use the store
+    thread (``run_store``) — everyone else awaits a method."""
+    found: list[str] = []
+    for path in _modules():
+        relative = _relative(path)
+        if relative.startswith("engine/"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and _reaches_engine(node.value)
+                and (node.attr in ENGINE_INTERNALS or node.attr.startswith("_"))
+            ):
+                found.append(f"{relative}:{node.lineno}: engine.{node.attr}")
+            if not relative.startswith(STORE_THREAD_OWNERS):
+                named = (
+                    node.id
+                    if isinstance(node, ast.Name)
+                    else node.name
+                    if isinstance(node, ast.alias)
+                    else None
+                )
+                if named is not None and named.rpartition(".")[2] == "run_store":
+                    found.append(f"{relative}:{getattr(node, 'lineno', 0)}: run_store")
+    assert found == []
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+@pytest.mark.parametrize("layer", BELOW_HOSTS)
+def test_no_host_words_below_the_hosts(layer: str) -> None:
+    """Code below ``hosts/`` names no host — neither Pi nor Claude Code — in its names or
+    strings (comments and docstrings may, to say why); the exceptions are documented above."""
+    found: list[str] = []
+    for path in (PACKAGE / layer).rglob("*.py"):
+        if _relative(path) in HOST_WORD_EXCEPTIONS:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = "" if id(node) in skip else node.value
+            elif isinstance(node, ast.Name):
+                text = node.id
+            elif isinstance(node, ast.Attribute):
+                text = node.attr
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                text = node.name
+            else:
+                continue
+            if HOST_WORDS.search(text):
+                found.append(f"{_relative(path)}:{getattr(node, 'lineno', 0)}: {text[:80]!r}")
+    assert found == []

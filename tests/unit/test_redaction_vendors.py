@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pi_hindsight import redaction_rules as user_rules
 from pi_hindsight.config import load_config
-from pi_hindsight.redaction import redact, user_rules
+from pi_hindsight.redaction import redact
 from pi_hindsight.redaction.checksums import crc32_base62_valid
 from pi_hindsight.redaction.placeholders import is_placeholder
 

@@ -69,10 +69,7 @@ def status(state_dir: Path | None, as_json: bool) -> None:
     if as_json:
         echo_json(result)
         return
-    click.echo(
-        f"pending {health.pending}, awaiting confirmation {health.submitted}, dead {health.dead}, "
-        f"done {health.done}, oldest pending {_age(health.oldest_pending_age_s)}"
-    )
+    click.echo(f"{health.counts_line()}, oldest pending {_age(health.oldest_pending_age_s)}")
     if health.last_error:
         when = (
             ""

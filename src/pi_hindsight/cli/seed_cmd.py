@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
-from pi_hindsight.engine.seeding import SeedUnit, delivery_state, describe_plan
+from pi_hindsight.engine.seeding import SeedUnit, describe_plan
 from pi_hindsight.engine.types import SessionInfo
-from pi_hindsight.stores.runner import run_store
 
 if TYPE_CHECKING:
     from pi_hindsight.engine.engine import MemoryEngine
@@ -37,7 +36,6 @@ def _unit_line(done: int, total: int, unit: SeedUnit) -> str:
 async def _wait(
     engine: Any, keys: list[tuple[str, str]], timeout: float, tty: bool, quiet: bool
 ) -> dict[str, int]:
-    outbox = await engine.state.open_outbox()
     deadline = time.monotonic() + timeout
     total = len(keys)
     bar = click.progressbar(length=total, label="delivering", file=sys.stderr) if tty else None
@@ -45,7 +43,7 @@ async def _wait(
     last_line = 0.0
     try:
         while True:
-            states = await run_store(delivery_state, outbox, keys)
+            states = await engine.seed_delivery(keys)
             finished = states["done"] + states["dead"]
             if bar is not None:
                 bar.update(finished - shown)

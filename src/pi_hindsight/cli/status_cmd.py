@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import urllib.error
@@ -22,7 +21,6 @@ from pi_hindsight.engine.status import EngineStatus, describe_status
 from pi_hindsight.engine.types import SessionInfo
 from pi_hindsight.errors import BackendAuthRejected, StateError
 from pi_hindsight.launcher.state import ServerPaths, load_record
-from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME
 from pi_hindsight.transport import (
     TLS_HINT,
     CaFileError,
@@ -113,17 +111,8 @@ async def _engine_status(
     info = SessionInfo(f"status-{uuid.uuid4()}", cwd, None, has_ui=False, reason="status")
     try:
         await engine.open_session(info)
-        await engine.state.open_outbox()  # its health is part of the answer
-        evidence = engine.settings.evidence
-        if evidence.enabled and (directory / EVIDENCE_FILE_NAME).exists():
-            # Read (the held-back share), never created here; a damaged one shows as such.
-            with contextlib.suppress(StateError):
-                await engine.state.open_evidence(evidence)
-        session = engine.session
-        warnings = (
-            () if session is None or session.resolution is None else session.resolution.warnings
-        )
-        return await engine.status(spend=spend), warnings, engine.settings
+        await engine.open_stores_for_status()  # outbox health, the held-back share
+        return await engine.status(spend=spend), engine.resolution_warnings(), engine.settings
     finally:
         await engine.shutdown(0.0)
 

@@ -42,6 +42,7 @@ from pi_hindsight.engine.types import (
     Notice,
     Omitted,
     Outcome,
+    Shown,
     UserRequest,
     VisibleContext,
 )
@@ -515,16 +516,14 @@ class Deliverer:
             memo=memo_used,
             memo_version=memo_version,
         )
-        memory.record_ids.update(block.record_ids)
-        memory.record_keys.update(block.record_keys)
-        memory.framed = memory.framed or block.framed
-        if memo_used is not None:
-            memory.memo_version = memo_version
-            # The earlier memo stays in the visible context too: both state what they state.
-            memory.memo_text = "\n".join(
-                text for text in (memory.memo_text, block.memo_text) if text
-            )
-        return Delivery("delivered", block.text, details, notices)
+        shown = Shown(
+            record_ids=frozenset(block.record_ids),
+            record_keys=frozenset(block.record_keys),
+            framed=block.framed,
+            memo_version=memo_version if memo_used is not None else None,
+            memo_text=block.memo_text if memo_used is not None else None,
+        )
+        return Delivery("delivered", block.text, details, notices, shown=shown)
 
 
 def _outcome(outcome: Outcome, details: DeliveryDetails, *, reason: str) -> Delivery:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +37,7 @@ from pi_hindsight.engine.render import FRAMING
 from pi_hindsight.engine.retaining import Retainer
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.sessions import Session
+from pi_hindsight.engine.shared import SharedParts, close_shared
 from pi_hindsight.engine.types import (
     CompletedTurn,
     Delivery,
@@ -52,8 +53,10 @@ from pi_hindsight.engine.types import (
 from pi_hindsight.engine.usage import SPEND_CACHE_S, STATUS_TIMEOUT_S, LastDay, last_day
 from pi_hindsight.errors import NoSession, PiHindsightError, ScopeError
 from pi_hindsight.identity import resolve_identity
-from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.catalog_lifecycle import Corrected
+from pi_hindsight.stores.evidence.shapes import EvidencePage
+from pi_hindsight.stores.handles import AsyncCatalog
+from pi_hindsight.stores.outbox import OutboxHealth
 from pi_hindsight.stores.runner import run_store
 
 if TYPE_CHECKING:  # loaded when first used: seeding and status are no session's start (issue 19)
@@ -65,30 +68,6 @@ logger = logging.getLogger(__name__)
 ConfigLoader = Callable[[Path | None], LoadedConfig]  # project root -> effective config
 # Reads what the host's session record says is visible now (delivered ids, memo, recent turns).
 ContextReader = Callable[[str | None, int], VisibleContext | None]
-
-
-@dataclass(frozen=True)
-class SharedParts:
-    """What several sessions' engines in one process share: the stores (one store thread, one
-    connection each), the Hindsight connection and the retainer with its one worker. A host
-    serving many sessions from one long-lived process (the Claude Code daemon) builds these
-    once (``app.build_shared``); each session's engine then owns only its session state, and
-    ``close_shared`` ends them when the process stops."""
-
-    state: LocalState
-    connection: HindsightConnection
-    retainer: Retainer
-
-
-async def close_shared(parts: SharedParts, bound_s: float) -> dict[str, int]:
-    """Submit what is ready within ``bound_s``, then close the connection and the stores; the
-    rest stays in the outbox for the next process."""
-    flushed = await parts.retainer.shutdown(time.monotonic() + bound_s)
-    outbox = parts.state.outbox
-    pending = await run_store(outbox.unfinished_count) if outbox is not None else 0
-    await parts.connection.close()
-    await parts.state.close()
-    return {"flushed": flushed, "pending": pending}
 
 
 def _config_notices(config: LoadedConfig) -> list[Notice]:
@@ -133,10 +112,6 @@ class MemoryEngine:
 
     # -- session ---------------------------------------------------------------------------
 
-    @property
-    def session(self) -> Session | None:
-        return self._session
-
     def _require_session(self) -> Session:
         if self._session is None:
             raise NoSession("no session: call initialize first")
@@ -161,8 +136,57 @@ class MemoryEngine:
         )
         return backend
 
-    async def open_catalog(self) -> Catalog:
-        return await self.state.open_catalog()
+    async def open_catalog(self) -> AsyncCatalog:
+        """The catalogue for the tools: awaitable methods, each run on the store thread."""
+        return AsyncCatalog(await self.state.open_catalog())
+
+    # -- what hosts, commands and the CLI may ask (they never reach past these) --------------
+
+    def session_info(self) -> SessionInfo | None:
+        """What the host said of this session when it opened it; None before that."""
+        return None if self._session is None else self._session.info
+
+    def is_registered(self) -> bool:
+        """The session's location is registered (memory may still be off: disabled)."""
+        resolution = None if self._session is None else self._session.resolution
+        return resolution is not None and resolution.registered is not None
+
+    def awaits_registration(self) -> bool:
+        """Memory is enabled and the location resolved, but nobody registered it yet: the
+        one state in which a host tells the user how to turn memory on."""
+        resolution = None if self._session is None else self._session.resolution
+        return self.settings.enabled and resolution is not None and resolution.registered is None
+
+    def resolution_warnings(self) -> tuple[str, ...]:
+        """What resolving the session's scope warned about (a pin not honoured, …)."""
+        resolution = None if self._session is None else self._session.resolution
+        return () if resolution is None else resolution.warnings
+
+    async def outbox_health(self) -> OutboxHealth:
+        return await self.state.outbox_health()
+
+    async def retry_dead(self) -> int:
+        """Re-queue every dead letter (original idempotency keys); the worker is woken."""
+        retried = await self.state.retry_dead()
+        self.wake_worker()
+        return retried
+
+    async def open_stores_for_status(self) -> None:
+        """Open the outbox (its health is part of the status) and an evidence ledger that
+        exists already (never created here; a damaged one shows as such in the status)."""
+        await self.state.open_for_status(self.settings.evidence)
+
+    def evidence_unavailable(self) -> str | None:
+        """Why this session has no evidence ledger, or None when it has one."""
+        return self.recorder.unavailable()
+
+    async def ledger_page(self, limit: int) -> tuple[EvidencePage, str]:
+        """The newest ``limit`` evidence records (no bodies) and the retention in force."""
+        return await self.recorder.page(limit)
+
+    async def seed_delivery(self, keys: Sequence[tuple[str, str]]) -> Counter[str]:
+        """How many seeded items (``(session id, request id)``) are in each outbox state."""
+        return await self.state.seed_delivery(keys)
 
     async def open_session(self, info: SessionInfo) -> SessionView:
         """Resolve the session's scope; start memory only for a registered location.
@@ -170,7 +194,7 @@ class MemoryEngine:
         An unregistered location gets no Hindsight client at all (R-CONSENT-1): no bank is
         created and no connection is made until the user registers it.
         """
-        self._session = session = Session(info=info)
+        self._session = session = Session(info=info, host=self.host)
         notices: list[Notice] = []
         try:
             catalog = await self.state.open_catalog()
@@ -232,7 +256,7 @@ class MemoryEngine:
             except PiHindsightError as error:
                 logger.warning("could not record the declined consent: %s", error)
             await self._activate()
-            hint = sessions.register_hint(session.info.cwd)
+            hint = self.host.register_hint(session.info.cwd)
             return self._view((Notice("info", f"memory stays off here; {hint}"),))
         try:
             scope = await sessions.register(session.info.cwd, self.settings, catalog)
@@ -294,6 +318,7 @@ class MemoryEngine:
                 off_reason=session.off_reason if session else "no session",
                 corrected=corrections,
             )
+            memory.take_in(delivery.shown)
         except asyncio.CancelledError:
             # The user aborted (or the host gave up): the request goes on without memory.
             delivery = self._failed(
@@ -325,6 +350,7 @@ class MemoryEngine:
                 off_reason=session.off_reason if session else "no session",
                 corrected=await self._corrected(),
             )
+            memory.take_in(delivery.shown)
         except Exception as error:
             logger.exception("preparing the startup memo for %s failed", request.request_id)
             delivery = self._failed(request, "error", f"preparing the memo failed: {error!r}")
@@ -360,8 +386,11 @@ class MemoryEngine:
         self.recorder.prepared(request, delivery, session_file)  # written after the answer
         return self.recorder.take_notices()
 
-    async def memory_attached(self, request_id: str) -> None:
-        await self.recorder.attached(request_id)
+    async def memory_attached(
+        self, request_id: str, *, entry_id: str | None = None, session_file: str | None = None
+    ) -> None:
+        """The host saw the delivered block in its context (the entry holding it, if known)."""
+        await self.recorder.attached(request_id, entry_id=entry_id, session_file=session_file)
 
     async def delivery_confirmed(
         self, request_id: str, confirmed: bool, payload_bytes: int | None

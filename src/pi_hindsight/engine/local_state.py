@@ -4,14 +4,18 @@ store set aside by this or any process (``set-aside.json``), once per session.""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from pi_hindsight.config import EvidenceSettings
 from pi_hindsight.engine.types import Notice
+from pi_hindsight.errors import StateError
 from pi_hindsight.stores.catalog import Catalog
-from pi_hindsight.stores.evidence import EvidenceLedger
-from pi_hindsight.stores.outbox import Outbox
+from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME, EvidenceLedger
+from pi_hindsight.stores.outbox import Outbox, OutboxHealth
 from pi_hindsight.stores.runner import run_store
 from pi_hindsight.stores.set_aside import SetAsideEvent, SetAsideRecord, catalog_hint, describe
 from pi_hindsight.stores.sqlite import SetAside
@@ -46,6 +50,28 @@ class LocalState:
                 cap_bytes=settings.cap_bytes,
             )
         return self.evidence
+
+    async def outbox_health(self) -> OutboxHealth:
+        outbox = await self.open_outbox()
+        return await run_store(outbox.health)
+
+    async def retry_dead(self) -> int:
+        outbox = await self.open_outbox()
+        return await run_store(outbox.retry_dead, None)
+
+    async def seed_delivery(self, keys: Sequence[tuple[str, str]]) -> Counter[str]:
+        from pi_hindsight.engine.seeding import delivery_state  # noqa: PLC0415 - on demand
+
+        outbox = await self.open_outbox()
+        return await run_store(delivery_state, outbox, keys)
+
+    async def open_for_status(self, evidence: EvidenceSettings) -> None:
+        """The outbox, and an evidence ledger only if one exists (read, never created here; a
+        damaged one shows as such in the status)."""
+        await self.open_outbox()
+        if evidence.enabled and (self.state_dir / EVIDENCE_FILE_NAME).exists():
+            with contextlib.suppress(StateError):
+                await self.open_evidence(evidence)
 
     async def open_set_asides(self) -> tuple[SetAsideEvent, ...]:
         """Stores set aside by any process and not yet restored or acknowledged."""

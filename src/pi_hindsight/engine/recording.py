@@ -25,6 +25,7 @@ from pi_hindsight.stores.evidence import (
     MemoInfo,
     PreparedRecord,
 )
+from pi_hindsight.stores.evidence.shapes import EvidencePage
 from pi_hindsight.stores.runner import run_store, submit_store
 
 logger = logging.getLogger(__name__)
@@ -106,6 +107,21 @@ class EvidenceRecorder:
     @property
     def ledger(self) -> EvidenceLedger | None:
         return self._state.evidence
+
+    def unavailable(self) -> str | None:
+        """Why there is no ledger to read, or None when there is one."""
+        if self._state.evidence is not None:
+            return None
+        return self.last_error or "evidence is disabled (evidence.enabled: false)"
+
+    async def page(self, limit: int) -> tuple[EvidencePage, str]:
+        """The newest ``limit`` records (no bodies) and the retention in force."""
+        ledger = self._state.evidence
+        if ledger is None:
+            raise StateError(f"no evidence ledger: {self.unavailable()}")
+        page = await run_store(ledger.list, limit=limit)
+        stats = await run_store(ledger.stats, counts=False)
+        return page, stats.retention_note
 
     async def open(self, settings: EvidenceSettings) -> tuple[Notice, ...]:
         """Open the ledger when evidence is on (a ledger set aside while opening is reported

@@ -15,6 +15,7 @@ from pi_hindsight.config import Settings
 from pi_hindsight.engine.scope import Scope, ScopeResolution, register_location, resolve_scope
 from pi_hindsight.engine.types import (
     ConsentQuestion,
+    HostFacts,
     Notice,
     Outcome,
     SessionInfo,
@@ -48,15 +49,12 @@ def consent_question(cwd: Path, resolution: ScopeResolution) -> ConsentQuestion:
     return ConsentQuestion(title="Turn on Hindsight memory here?", message=message)
 
 
-def register_hint(cwd: Path) -> str:
-    return f"run `pi-hindsight scope register {cwd}` (or answer the consent prompt in your agent)"
-
-
 @dataclass
 class Session:
     """One host session's memory state (the engine holds one per session)."""
 
     info: SessionInfo
+    host: HostFacts
     resolution: ScopeResolution | None = None
     scope: Scope | None = None  # the registered scope, bank resolved for this session
     off_reason: str | None = None
@@ -79,7 +77,9 @@ class Session:
         if registered is None:
             self.declined = self.declined or declined_here
             why = "registration was declined" if self.declined else "is not registered"
-            self.off_reason = f"{self.info.cwd} {why} for memory; {register_hint(self.info.cwd)}"
+            self.off_reason = (
+                f"{self.info.cwd} {why} for memory; {self.host.register_hint(self.info.cwd)}"
+            )
             return None
         self.scope = Scope(
             scope_id=registered.scope_id,

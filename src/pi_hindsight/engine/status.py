@@ -18,7 +18,7 @@ from pi_hindsight.relevance import describe as describe_relevance
 from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.catalog_lifecycle import LifecycleCounts
 from pi_hindsight.stores.evidence import EvidenceLedger
-from pi_hindsight.stores.outbox import Outbox
+from pi_hindsight.stores.outbox import Outbox, counts_line
 from pi_hindsight.stores.set_aside import SetAsideEvent, describe
 from pi_hindsight.transport import ProxyRoute
 from pi_hindsight.user_bank import UserBankChoice
@@ -124,6 +124,9 @@ class OutboxStatus:
     last_error: str | None = None
     set_aside: tuple[str, str] | None = None  # (moved to, reason) of a file set aside here
     error: str | None = None  # the outbox could not be read
+
+    def counts_line(self) -> str:
+        return counts_line(self.pending, self.submitted, self.dead)
 
     def to_json(self) -> dict[str, Any]:
         if self.error is not None:
@@ -365,10 +368,7 @@ def describe_status(status: EngineStatus) -> str:
             lines.append(f"  proxy:   {backend.proxy_line}")
     outbox = status.outbox
     if outbox is not None and outbox.error is None:
-        lines.append(
-            f"  outbox:  {outbox.pending} pending, {outbox.submitted} awaiting confirmation, "
-            f"{outbox.dead} dead"
-        )
+        lines.append(f"  outbox:  {outbox.counts_line()}")
     if status.lifecycle is not None:
         lines.append(f"  lifecycle: {lifecycle_line(status.lifecycle)}")
     evidence = status.evidence

@@ -8,6 +8,7 @@ outlive versions). docs/adr/0008-typed-engine-contract.md says why.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,8 @@ class HostFacts:
     # a hook's context over 10,000 characters to a file and sends a preview): the block's
     # ceiling is clamped to it. None: the configured ceiling alone.
     max_block_chars: int | None = None
+    # How a user turns memory on from inside the host (besides ``pi-hindsight scope register``).
+    register_in_host: str = "answer the consent prompt in your agent"
 
     def block_ceiling_tokens(self, configured: int) -> int:
         """The per-request token ceiling: the configured one, within the host's limit (the
@@ -64,6 +67,10 @@ class HostFacts:
         if self.max_block_chars is None:
             return configured
         return max(100, min(configured, self.max_block_chars // 4))
+
+    def register_hint(self, cwd: Path) -> str:
+        """How to turn memory on for ``cwd``: the one wording every host and status uses."""
+        return f"run `pi-hindsight scope register {cwd}` (or {self.register_in_host})"
 
     def session_document(self, session_id: str) -> str:
         return f"{self.name}-session-{session_id}"
@@ -410,13 +417,13 @@ class Delivery:
     details: DeliveryDetails
     notices: tuple[Notice, ...] = ()
     reason: str | None = None
+    # What the block adds to the session's visible context (the session takes it in).
+    shown: Shown | None = None
 
     def with_notices(self, notices: Sequence[Notice]) -> Delivery:
         if not notices:
             return self
-        return Delivery(
-            self.outcome, self.text, self.details, (*self.notices, *notices), self.reason
-        )
+        return dataclasses.replace(self, notices=(*self.notices, *notices))
 
 
 @dataclass(frozen=True)
@@ -442,3 +449,27 @@ class VisibleContext:
     memo_text: str | None = None  # the memo's text as that delivery showed it
     framed: bool = False  # a delivered block there carries the full framing
     recent: list[tuple[str, str]] = field(default_factory=list)  # (role, text), oldest first
+
+    def take_in(self, shown: Shown | None) -> None:
+        """A delivered block is in the context now: nothing of it is delivered again."""
+        if shown is None:
+            return
+        self.record_ids.update(shown.record_ids)
+        self.record_keys.update(shown.record_keys)
+        self.framed = self.framed or shown.framed
+        if shown.memo_version is not None:
+            self.memo_version = shown.memo_version
+            # The earlier memo stays in the visible context too: both state what they state.
+            self.memo_text = "\n".join(text for text in (self.memo_text, shown.memo_text) if text)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What one delivered block put into the visible context (``Delivery.shown``): the
+    deliverer reports it, the session takes it in (``VisibleContext.take_in``)."""
+
+    record_ids: frozenset[str]
+    record_keys: frozenset[str]
+    framed: bool
+    memo_version: str | None = None  # set when the block carried the memo
+    memo_text: str | None = None

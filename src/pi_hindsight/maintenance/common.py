@@ -25,7 +25,7 @@ async def require_bank(backend: MemoryBackend, bank: str, *, timeout: float) -> 
     if not await backend.bank_exists(bank, timeout=timeout):
         raise BankNotFound(
             f"bank {bank!r} does not exist",
-            hint="a bank is created by the first Pi session in a registered location; "
+            hint="a bank is created by the first agent session in a registered location; "
             "maintenance never creates one",
         )
 

@@ -250,7 +250,7 @@ def _standing_notes(method: str, has_models: bool) -> tuple[str, ...]:
             "need in the target scope"
         )
     notes.append(
-        "move while no Pi session uses the source scope and its outbox is drained: later "
+        "move while no agent session uses the source scope and its outbox is drained: later "
         "retains of a session go to the scope that session started in"
     )
     return tuple(notes)

@@ -24,8 +24,9 @@ The detectors, one module each:
 - :mod:`.context`: random tokens near secret words, passwords in prose;
 - :mod:`.comparisons`: literals compared with or passed to secret-named variables and setters.
 
-The user's own rules (:mod:`.user_rules`: ``redaction.patterns`` and ``redaction.allow`` from the
-user's config, RE2-compiled) are applied last: their matches are added, allowed values removed.
+The user's own rules (:mod:`pi_hindsight.redaction_rules`: ``redaction.patterns`` and
+``redaction.allow`` from the user's config, RE2-compiled) are applied last: their matches are
+added, allowed values removed.
 A value found once is redacted wherever else it occurs in the same text.
 
 The detectors that read key names (:mod:`.assignments`, :mod:`.context`) get them from
@@ -46,6 +47,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from pi_hindsight import redaction_rules as user_rules
 from pi_hindsight.redaction import (
     assignments,
     blocks,
@@ -55,7 +57,6 @@ from pi_hindsight.redaction import (
     finder,
     names,
     tokens,
-    user_rules,
     vendors,
 )
 from pi_hindsight.redaction.source import Finding, Hit, Source

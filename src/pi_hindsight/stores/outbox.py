@@ -26,19 +26,27 @@ idempotency key. ::
 
 from __future__ import annotations
 
-import os
-import socket
-import sqlite3
 import time
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pi_hindsight.backend.records import RetainItem
 from pi_hindsight.stores import outbox_skipped
 from pi_hindsight.stores.outbox_items import RetainRequest, decode_item, encode_item
+from pi_hindsight.stores.outbox_records import (
+    ITEM_STATES,
+    UNFINISHED,
+    Batch,
+    BatchState,
+    ItemState,
+    OutboxHealth,
+    OutboxItem,
+    PurgeResult,
+    counts_line,
+    item_from_row,
+    owner_id,
+    owner_is_gone,
+)
 from pi_hindsight.stores.outbox_restore import RestoreResult, restore_rows
 from pi_hindsight.stores.outbox_schema import SCHEMA
 from pi_hindsight.stores.outbox_skipped import SkippedRequest
@@ -51,110 +59,29 @@ from pi_hindsight.stores.sqlite import (
     translated_errors,
 )
 
-OUTBOX_FILE_NAME = "outbox.sqlite"
+# The records live in outbox_records.py; they are importable from here, with the store.
+__all__ = [
+    "BATCH_MAX_BYTES",
+    "BATCH_MAX_ITEMS",
+    "ITEM_STATES",
+    "OUTBOX_FILE_NAME",
+    "UNFINISHED",
+    "Batch",
+    "BatchState",
+    "ItemState",
+    "Outbox",
+    "OutboxHealth",
+    "OutboxItem",
+    "PurgeResult",
+    "counts_line",
+    "owner_id",
+]
 
-ItemState = Literal["ready", "sending", "submitted", "done", "dead"]
-BatchState = Literal["sending", "submitted", "done", "dead"]
-ITEM_STATES: tuple[ItemState, ...] = ("ready", "sending", "submitted", "done", "dead")
-UNFINISHED: tuple[ItemState, ...] = ("ready", "sending", "submitted")
+OUTBOX_FILE_NAME = "outbox.sqlite"
 
 # Batch composition limits: bounded so one retain call stays one Hindsight sub-batch.
 BATCH_MAX_ITEMS = 32
 BATCH_MAX_BYTES = 256 * 1024
-
-_HOST = socket.gethostname()
-
-
-@dataclass(frozen=True)
-class OutboxItem:
-    item_id: str
-    session_id: str
-    request_id: str | None
-    bank_id: str
-    retain: RetainItem
-    payload_bytes: int
-    state: ItemState
-    batch_id: str | None
-    last_error: str | None
-    created_at: float
-    updated_at: float
-
-
-@dataclass(frozen=True)
-class Batch:
-    """What one retain call sends: consecutive items of one session, fixed at claim time."""
-
-    batch_id: str
-    session_id: str
-    bank_id: str
-    state: BatchState
-    generation: int
-    attempts: int
-    failures: int
-    server_operation_id: str | None
-    last_error: str | None
-    items: tuple[OutboxItem, ...]
-
-    @property
-    def idempotency_key(self) -> str:
-        """Hindsight's ``operation_id`` (it must be a UUID). A new generation only after
-        Hindsight reported the operation *failed*: replaying that id would return the failed
-        operation again instead of doing the work."""
-        if self.generation == 0:
-            return self.batch_id
-        return str(uuid.uuid5(uuid.UUID(self.batch_id), f"generation-{self.generation}"))
-
-
-@dataclass(frozen=True)
-class OutboxHealth:
-    pending: int  # not yet accepted by Hindsight (ready or sending)
-    submitted: int  # accepted, awaiting Hindsight's confirmation
-    dead: int
-    done: int
-    oldest_pending_age_s: float | None  # oldest unfinished item
-    last_error: str | None  # of an unfinished or dead item
-    last_error_at: float | None
-
-
-@dataclass(frozen=True)
-class PurgeResult:
-    items: int
-    batches: int
-
-
-def owner_id(tag: str) -> str:
-    """A lease owner: ``host:pid:tag``. Recovery checks whether that process is still alive."""
-    return f"{_HOST}:{os.getpid()}:{tag}"
-
-
-def _owner_is_gone(owner: str) -> bool:
-    host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != _HOST or not pid_text.isdigit():
-        return False  # another machine's process: only its lease expiry tells
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
-def _item(row: sqlite3.Row) -> OutboxItem:
-    return OutboxItem(
-        item_id=row["item_id"],
-        session_id=row["session_id"],
-        request_id=row["request_id"],
-        bank_id=row["bank_id"],
-        retain=decode_item(row["payload"]),
-        payload_bytes=row["payload_bytes"],
-        state=row["state"],
-        batch_id=row["batch_id"],
-        last_error=row["last_error"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-    )
 
 
 def _merge_key(stored: str) -> tuple[str, tuple[str, ...], str]:
@@ -244,7 +171,7 @@ class Outbox:
                     "SELECT DISTINCT lease_owner FROM batches WHERE lease_owner IS NOT NULL"
                 )
             ]
-            gone = [owner for owner in owners if _owner_is_gone(owner)]
+            gone = [owner for owner in owners if owner_is_gone(owner)]
             freed = self._expire_leases(now)
             if gone:
                 freed += self._connection.execute(
@@ -383,7 +310,7 @@ class Outbox:
             f"SELECT * FROM items WHERE batch_id IN ({marks}) ORDER BY seq",  # noqa: S608 - placeholders only
             tuple(batch_ids),
         ):
-            members.setdefault(row["batch_id"], []).append(_item(row))
+            members.setdefault(row["batch_id"], []).append(item_from_row(row))
         return [
             Batch(
                 batch_id=row["batch_id"],
@@ -633,7 +560,7 @@ class Outbox:
                 f"SELECT * FROM items {where} ORDER BY seq LIMIT ?",  # noqa: S608 - placeholders only
                 (*params, limit),
             ).fetchall()
-        return [_item(row) for row in rows]
+        return [item_from_row(row) for row in rows]
 
     def batch(self, batch_id: str) -> Batch | None:
         with translated_errors("outbox", self.path):

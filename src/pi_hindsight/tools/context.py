@@ -10,7 +10,7 @@ from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.config import Settings
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.types import HostFacts
-from pi_hindsight.stores.catalog import Catalog
+from pi_hindsight.stores.handles import AsyncCatalog
 from pi_hindsight.tools.specs import ToolInputError
 
 if TYPE_CHECKING:
@@ -36,7 +36,9 @@ class ToolContext(Protocol):
         """The backend, with ``bank`` created (with its mission) if it does not exist yet."""
         ...
 
-    async def open_catalog(self) -> Catalog: ...
+    async def open_catalog(self) -> AsyncCatalog:
+        """The catalogue's corrections, lifecycle log and operations, as awaitable methods."""
+        ...
 
     async def enqueue_note(
         self,

@@ -23,7 +23,6 @@ from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, Scope
 from pi_hindsight.errors import BackendError
 from pi_hindsight.redacting import redact
 from pi_hindsight.stores.catalog_lifecycle import CorrectionRecord
-from pi_hindsight.stores.runner import run_store
 from pi_hindsight.tools import memo
 from pi_hindsight.tools.context import ToolContext, require_scope
 from pi_hindsight.tools.specs import MemoryArgs, ToolInputError, ToolResult, bounded
@@ -184,8 +183,7 @@ async def forget(context: ToolContext, args: MemoryArgs) -> ToolResult:
             scope.bank_id, document.document_id, timeout=timeout
         )
     catalog = await context.open_catalog()
-    await run_store(
-        catalog.log_forget,
+    await catalog.log_forget(
         scope.scope_id,
         scope.bank_id,
         record_ids=(record_id,),
@@ -251,8 +249,7 @@ async def correct(context: ToolContext, args: MemoryArgs) -> ToolResult:
         kind="correction",
     )
     catalog = await context.open_catalog()
-    await run_store(
-        catalog.add_correction,
+    await catalog.add_correction(
         CorrectionRecord(
             scope_id=scope.scope_id,
             record_id=record.id,
@@ -284,7 +281,7 @@ async def correct(context: ToolContext, args: MemoryArgs) -> ToolResult:
 async def corrections(context: ToolContext, args: MemoryArgs) -> ToolResult:
     scope = require_scope(context)
     catalog = await context.open_catalog()
-    found = await run_store(catalog.corrections, scope.scope_id)
+    found = await catalog.corrections(scope.scope_id)
     if not found:
         return ToolResult(f"No corrections in force in {scope.scope_id}.", {"corrections": []})
     lines = [f"{len(found)} correction(s) in force in {scope.scope_id}:"]
@@ -316,8 +313,7 @@ async def remove_correction(context: ToolContext, record_id: str) -> bool:
     """Lift a correction (the command line's ``corrections --remove``); logged."""
     scope = require_scope(context)
     catalog = await context.open_catalog()
-    return await run_store(
-        catalog.remove_correction,
+    return await catalog.remove_correction(
         scope.scope_id,
         record_id,
         bank_id=scope.bank_id,

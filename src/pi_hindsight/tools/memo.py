@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from pi_hindsight.engine.memo import create_memo, memo_id
 from pi_hindsight.errors import BackendError
-from pi_hindsight.stores.runner import run_store
 from pi_hindsight.tools.context import ToolContext, require_scope
 from pi_hindsight.tools.specs import MemoryArgs, ToolInputError, ToolResult, bounded
 
@@ -34,7 +33,7 @@ async def memo_operation(context: ToolContext, operation_id: str) -> dict[str, A
     anything else is refused the same way, so nothing about other scopes leaks."""
     scope = require_scope(context)
     catalog = await context.open_catalog()
-    record = await run_store(catalog.operation, operation_id)
+    record = await catalog.operation(operation_id)
     if record is None or record.scope_id != scope.scope_id or record.kind != MEMO_REFRESH:
         raise ToolInputError(
             f"{operation_id!r} is not a startup-memo operation of this scope; only ids "
@@ -73,8 +72,7 @@ async def refresh_memo(context: ToolContext, args: MemoryArgs, *, full: bool = F
     if not operation_id:
         raise BackendError("Hindsight accepted the refresh but returned no operation id")
     catalog = await context.open_catalog()
-    await run_store(
-        catalog.record_operation,
+    await catalog.record_operation(
         operation_id=operation_id,
         scope_id=scope.scope_id,
         bank_id=scope.bank_id,
@@ -105,10 +103,7 @@ def summary(status: EngineStatus) -> str:
     ]
     outbox = status.outbox
     if outbox is not None and outbox.error is None:
-        parts.append(
-            f"outbox: {outbox.pending} pending, {outbox.submitted} awaiting confirmation, "
-            f"{outbox.dead} dead"
-        )
+        parts.append(f"outbox: {outbox.counts_line()}")
     if status.evidence.enabled:
         parts.append("evidence: " + ("recording" if status.evidence.recording else "NOT recording"))
     parts.append(f"relevance: {status.recall.relevance}")

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from pi_hindsight.errors import PiHindsightError
+from pi_hindsight.errors import PiHindsightError, validation_problems
 
 MEMORY_TOOL = "hindsight_memory"
 MEMORY_LABEL = "Hindsight memory"
@@ -230,22 +230,19 @@ def bounded(text: str) -> str:
     return text[: OUTPUT_MAX_CHARS - 60].rstrip() + "\n… [output trimmed to stay readable]"
 
 
-def problems(error: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(part) for part in item['loc']) or 'arguments'}: {item['msg']}"
-        for item in error.errors()
-    )
-
-
 def parse_memory_args(params: dict[str, Any]) -> MemoryArgs:
     try:
         return MemoryArgs.model_validate(params)
     except ValidationError as error:
-        raise ToolInputError(f"invalid arguments: {problems(error)}") from error
+        raise ToolInputError(
+            f"invalid arguments: {validation_problems(error, 'arguments')}"
+        ) from error
 
 
 def parse_retain_global_args(params: dict[str, Any]) -> RetainGlobalArgs:
     try:
         return RetainGlobalArgs.model_validate(params)
     except ValidationError as error:
-        raise ToolInputError(f"invalid arguments: {problems(error)}") from error
+        raise ToolInputError(
+            f"invalid arguments: {validation_problems(error, 'arguments')}"
+        ) from error

@@ -32,7 +32,7 @@ from typing import Any
 from pi_hindsight.app import build_engine, build_shared, make_backend_factory
 from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.engine.connection import ServerAccess
-from pi_hindsight.engine.engine import close_shared
+from pi_hindsight.engine.shared import close_shared
 from pi_hindsight.hosts.claude_code import runtime
 from pi_hindsight.hosts.claude_code.hook import HOOK_PREFIX
 from pi_hindsight.hosts.claude_code.host import ClaudeCodeHost

@@ -31,13 +31,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pi_hindsight.engine.engine import MemoryEngine
-from pi_hindsight.engine.types import CompletedTurn, Delivery, Notice, SessionInfo, UserRequest
+from pi_hindsight.engine.types import (
+    CompletedTurn,
+    Delivery,
+    HostFacts,
+    Notice,
+    SessionInfo,
+    UserRequest,
+)
 from pi_hindsight.errors import InputFileError, PiHindsightError
+from pi_hindsight.hosts.adapter import HostAdapter, HostSession
 from pi_hindsight.hosts.claude_code.cursors import Cursor, CursorStore
-from pi_hindsight.hosts.claude_code.naming import REGISTER_COMMAND
+from pi_hindsight.hosts.claude_code.naming import CLAUDE_CODE_HOST, REGISTER_COMMAND
 from pi_hindsight.hosts.claude_code.payloads import HookEvent
 from pi_hindsight.hosts.claude_code.transcripts import Delta, parse_delta, read_chunk
 from pi_hindsight.safe_files import FileMissing
@@ -50,17 +58,16 @@ SESSION_IDLE_S = 2 * 3600.0
 MESSAGE_MAX_CHARS = 1_500
 
 
-@dataclass
-class SessionState:
+@dataclass(kw_only=True)
+class SessionState(HostSession):
+    """A Claude Code session: the shared bookkeeping (``HostSession``) and what only hooks need
+    — deliveries awaiting their transcript row, whether the register hint was given, when the
+    session was last used (idle ones are evicted)."""
+
     session_id: str
-    engine: MemoryEngine
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    opened: bool = False
-    notices: list[Notice] = field(default_factory=list)  # not yet shown to the user
     pending: dict[str, str] = field(default_factory=dict)  # delivered text -> request id
     awaiting: dict[str, str] = field(default_factory=dict)  # attached, awaiting its request
     hinted: bool = False
-    told: set[str] = field(default_factory=set)
     missing_noted: bool = False
     last_used: float = field(default_factory=time.monotonic)
     # The framing (R-RECALL-5) is in the session's context: stated by our SessionStart context
@@ -75,10 +82,6 @@ class SessionState:
                 self.pending.pop(next(iter(self.pending)))
         return text
 
-    def take_notices(self) -> list[Notice]:
-        taken, self.notices = self.notices, []
-        return taken
-
 
 def hook_output(
     event: str, context: str | None, notices: Sequence[Notice]
@@ -88,19 +91,29 @@ def hook_output(
     output: dict[str, Any] = {}
     if context and event in ("SessionStart", "UserPromptSubmit"):
         output["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": context}
-    messages = list(dict.fromkeys(notice.message for notice in notices))
-    if messages:
-        text = "pi-hindsight: " + "; ".join(messages)
-        if len(text) > MESSAGE_MAX_CHARS:
-            text = text[: MESSAGE_MAX_CHARS - 1] + "…"
+    text = system_message(notices)
+    if text is not None:
         output["systemMessage"] = text
     return output or None
 
 
-def register_hint(cwd: Path) -> str:
+def system_message(notices: Sequence[Notice]) -> str | None:
+    """Notices, each once, as one bounded line for the user; None when there are none."""
+    messages = list(dict.fromkeys(notice.message for notice in notices))
+    if not messages:
+        return None
+    text = "pi-hindsight: " + "; ".join(messages)
+    if len(text) > MESSAGE_MAX_CHARS:
+        text = text[: MESSAGE_MAX_CHARS - 1] + "…"
+    return text
+
+
+def unregistered_hint(cwd: Path) -> str:
+    """Hooks cannot ask: the one system message of an unregistered location."""
+    hint = CLAUDE_CODE_HOST.register_hint(cwd)
     return (
-        f"memory is off here: {cwd} is not registered. Run `pi-hindsight scope register {cwd}` "
-        f"(or /{REGISTER_COMMAND}) to turn it on; nothing is sent to Hindsight until then"
+        f"memory is off here: {cwd} is not registered; {hint} to turn it on; nothing is sent "
+        "to Hindsight until then"
     )
 
 
@@ -121,45 +134,52 @@ class ClaudeCodeHost:
     async def _session(
         self, session_id: str, cwd: Path, transcript: Path | None, reason: str
     ) -> SessionState:
+        info = SessionInfo(
+            session_id=session_id,
+            cwd=cwd,
+            session_file=None if transcript is None else str(transcript),
+            has_ui=False,  # hooks cannot ask: consent is `scope register`
+            reason=reason,
+        )
+        return await self.open(info)
+
+    # -- what a host adapter provides (hosts/adapter.py) ------------------------------------
+
+    @property
+    def facts(self) -> HostFacts:
+        return CLAUDE_CODE_HOST
+
+    async def open(self, info: SessionInfo) -> SessionState:
+        """The session's state, its engine's session opened once per session id."""
         async with self._registry:
-            state = self._sessions.get(session_id)
+            state = self._sessions.get(info.session_id)
             if state is None:
-                state = SessionState(session_id, self._make_engine())
-                self._sessions[session_id] = state
+                state = SessionState(self._make_engine(), session_id=info.session_id)
+                self._sessions[info.session_id] = state
         state.last_used = time.monotonic()
         async with state.lock:
             if not state.opened:
-                info = SessionInfo(
-                    session_id=session_id,
-                    cwd=cwd,
-                    session_file=None if transcript is None else str(transcript),
-                    has_ui=False,  # hooks cannot ask: consent is `scope register`
-                    reason=reason,
-                )
-                view = await state.engine.open_session(info)
+                view = await state.open(info)
                 state.notices.extend(view.notices)
-                state.opened = True
         return state
 
-    @staticmethod
-    def _unregistered(state: SessionState) -> bool:
-        session = state.engine.session
-        resolution = None if session is None else session.resolution
-        return (
-            state.engine.settings.enabled
-            and resolution is not None
-            and resolution.registered is None
-        )
+    def deliver(self, session: SessionState, delivery: Delivery) -> str | None:
+        """The block as additional context; remembered until the transcript shows it."""
+        return session.deliver(delivery)
+
+    def show(self, notices: Sequence[Notice]) -> str | None:
+        """The notices as one system message for the user (never sent to the model)."""
+        return system_message(notices)
 
     async def _recheck(self, state: SessionState, event: HookEvent) -> None:
         """A location registered since the session opened is on from the next prompt."""
-        if state.engine.scope() is not None or not self._unregistered(state):
+        if state.engine.scope() is not None or not state.engine.awaits_registration():
             return
         async with state.lock:
             info = SessionInfo(
                 event.session_id, event.cwd, _path_text(event.transcript_path), False, "prompt"
             )
-            await state.engine.open_session(info)
+            await state.open(info)
         scope = state.engine.scope()
         if scope is not None:
             state.notices.append(Notice("info", f"memory is on now ({scope.scope_id})"))
@@ -168,8 +188,8 @@ class ClaudeCodeHost:
         if state.hinted or state.engine.scope() is not None:
             return []
         state.hinted = True
-        if self._unregistered(state):
-            return [Notice("info", register_hint(cwd))]
+        if state.engine.awaits_registration():
+            return [Notice("info", unregistered_hint(cwd))]
         return [Notice("info", f"memory is off here: {state.engine.off_reason()}")]
 
     def evict_idle(self, max_idle_s: float = SESSION_IDLE_S) -> int:
@@ -189,10 +209,8 @@ class ClaudeCodeHost:
         state = await self._session(
             event.session_id, event.cwd, event.transcript_path, event.source or event.name
         )
-        for note in notes:  # once per session
-            if note not in state.told:
-                state.told.add(note)
-                state.notices.append(Notice("warning", note))
+        for note in notes:
+            state.tell_once(note)
         if event.name == "SessionStart":
             context, notices = await self._session_start(state, event)
         elif event.name == "UserPromptSubmit":
@@ -218,7 +236,7 @@ class ClaudeCodeHost:
             UserRequest(request_id, event.session_id, "", host_states_framing=True)
         )
         state.framed = True
-        block = state.deliver(memo)
+        block = self.deliver(state, memo)
         paused = engine.retain_paused()  # the token budget (engine/budget.py): say so at start
         notices = [*memo.notices, *([Notice("warning", f"retain {paused}")] if paused else [])]
         return framing if block is None else f"{framing}\n\n{block}", notices
@@ -246,7 +264,7 @@ class ClaudeCodeHost:
             request_id, event.session_id, prompt, host_states_framing=state.framed
         )
         delivery = await state.engine.prepare(request)
-        return state.deliver(delivery), [*notices, *delivery.notices]
+        return self.deliver(state, delivery), [*notices, *delivery.notices]
 
     # -- retain ----------------------------------------------------------------------------
 
@@ -334,7 +352,7 @@ class ClaudeCodeHost:
 
     async def _observe(self, state: SessionState, delta: Delta, path: Path) -> None:
         """Attached and confirmed, as the transcript shows them (module docstring)."""
-        recorder, engine = state.engine.recorder, state.engine
+        engine = state.engine
         if state.awaiting and delta.api_requests:
             first = delta.api_requests[0]
             if first.texts is not None:
@@ -347,7 +365,7 @@ class ClaudeCodeHost:
             delivered = [t for t in state.pending if any(t in held for held in context.texts)]
             for text in delivered:
                 request_id = state.pending.pop(text)
-                await recorder.attached(
+                await engine.memory_attached(
                     request_id, entry_id=context.entry_id, session_file=str(path)
                 )
                 after = [r for r in delta.api_requests if r.position > context.position]
@@ -373,3 +391,9 @@ class ClaudeCodeHost:
 
 def _path_text(path: Path | None) -> str | None:
     return None if path is None else str(path)
+
+
+if TYPE_CHECKING:
+
+    def _provides_the_adapter(host: ClaudeCodeHost) -> HostAdapter[SessionState]:
+        return host  # mypy checks ClaudeCodeHost provides what hosts/adapter.py asks

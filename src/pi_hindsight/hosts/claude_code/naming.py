@@ -13,14 +13,17 @@ CONTEXT_LIMIT_CHARS = 10_000
 BLOCK_LIMIT_CHARS = 9_600 - len(FRAMING) - 2
 # Documents: ``claude-code-session-<session id>`` (one per session, appended per request) and
 # ``claude-code-<note id>``; retain context "Claude Code coding session in project <id>".
+# Claude Code's own slash command that registers the launch directory.
+REGISTER_COMMAND = "hindsight-register"
 CLAUDE_CODE_HOST = HostFacts(
-    name="claude-code", label="Claude Code", max_block_chars=BLOCK_LIMIT_CHARS
+    name="claude-code",
+    label="Claude Code",
+    max_block_chars=BLOCK_LIMIT_CHARS,
+    register_in_host=f"/{REGISTER_COMMAND}",
 )
 
 # The MCP server's name in Claude Code's config: its tools are ``mcp__hindsight__<tool>``.
 MCP_SERVER_NAME = "hindsight"
 OWN_TOOL_PREFIX = f"mcp__{MCP_SERVER_NAME}__"
-# Claude Code's own slash command that registers the launch directory.
-REGISTER_COMMAND = "hindsight-register"
 REGISTER_COMMAND_DESCRIPTION = "Register this directory for Hindsight memory (pi-hindsight)"
 REGISTER_COMMAND_ARGS = "[path]"

@@ -13,7 +13,6 @@ from pi_hindsight.errors import NoSession, PiHindsightError, RpcError
 from pi_hindsight.hosts.pi.wire import CommandResult, CommandSpecWire, ConfirmRequestWire, Level
 from pi_hindsight.paths import pi_agent_dir
 from pi_hindsight.rpc.protocol import INVALID_PARAMS
-from pi_hindsight.stores.runner import run_store
 
 if TYPE_CHECKING:  # seeding and status load on first use: no session's start needs them
     from pi_hindsight.hosts.pi.seed_sessions import PiSessions
@@ -156,10 +155,9 @@ class PiCommands:
         )
 
     async def _outbox(self, args: str, accepted: bool | None) -> CommandResult:
-        outbox = await self.engine.state.open_outbox()
         if args == "retry":
             if accepted is None:
-                dead = (await run_store(outbox.health)).dead
+                dead = (await self.engine.outbox_health()).dead
                 if not dead:
                     return _say("no dead letters to retry", "info")
                 return _ask(
@@ -170,14 +168,10 @@ class PiCommands:
                 )
             if not accepted:
                 return _say("nothing retried", "info")
-            retried = await run_store(outbox.retry_dead, None)
-            self.engine.wake_worker()
+            retried = await self.engine.retry_dead()
             return _say(f"re-queued {retried} dead letter(s)", "info")
-        health = await run_store(outbox.health)
-        lines = [
-            f"outbox: {health.pending} pending, {health.submitted} awaiting confirmation, "
-            f"{health.dead} dead, {health.done} done"
-        ]
+        health = await self.engine.outbox_health()
+        lines = [f"outbox: {health.counts_line()}"]
         if health.oldest_pending_age_s is not None:
             lines.append(f"oldest pending: {health.oldest_pending_age_s:.0f}s")
         if health.last_error:
@@ -187,13 +181,10 @@ class PiCommands:
         return _say("\n".join(lines), "warning" if health.dead else "info")
 
     async def _evidence(self, args: str, accepted: bool | None) -> CommandResult:
-        ledger = self.engine.recorder.ledger
-        if ledger is None:
-            why = (
-                self.engine.recorder.last_error or "evidence is disabled (evidence.enabled: false)"
-            )
+        why = self.engine.evidence_unavailable()
+        if why is not None:
             return _say(f"no evidence ledger: {why}", "warning")
-        page = await run_store(ledger.list, limit=5)
+        page, retention = await self.engine.ledger_page(5)
         lines = ["last requests (newest first):"]
         for record in page.records:
             attached = {True: "attached", False: "NOT attached", None: "attach ?"}[record.attached]
@@ -205,8 +196,7 @@ class PiCommands:
                 f"- {record.request_id[:8]} {record.outcome}{reason}: {record.record_count} "
                 f"memories, {attached}, {confirmed}"
             )
-        stats = await run_store(ledger.stats, counts=False)
-        lines.append(stats.retention_note)
+        lines.append(retention)
         lines.append("details: `pi-hindsight evidence explain ID`")
         return _say("\n".join(lines), "info")
 
@@ -215,9 +205,9 @@ class PiCommands:
     def _sessions(self) -> PiSessions:
         from pi_hindsight.hosts.pi.seed_sessions import PiSessions  # noqa: PLC0415 - on demand
 
-        session = self.engine.session
+        info = self.engine.session_info()
         # The asking session is retained live from now on: never seeded as well.
-        exclude = () if session is None else (session.info.session_id,)
+        exclude = () if info is None else (info.session_id,)
         return PiSessions(pi_agent_dir(), exclude=exclude)
 
     async def _seed(self, args: str, accepted: bool | None) -> CommandResult:
@@ -260,8 +250,8 @@ class PiCommands:
 async def seed_offer(engine: MemoryEngine) -> Notice | None:
     """Right after consent (with a UI only): offer to seed when this location has earlier Pi
     sessions. Never seeds by itself; a failure to count just means no offer."""
-    session = engine.session
-    if session is None or not session.info.has_ui or engine.scope() is None:
+    info = engine.session_info()
+    if info is None or not info.has_ui or engine.scope() is None:
         return None
     from pi_hindsight.hosts.pi.seed_sessions import earlier_sessions  # noqa: PLC0415
 
@@ -269,7 +259,7 @@ async def seed_offer(engine: MemoryEngine) -> Notice | None:
         seeder = await engine.seeder()
         agent_dir = pi_agent_dir()
         found = await seeder.count_sessions(
-            lambda belongs: earlier_sessions(agent_dir, belongs, session.info.session_id)
+            lambda belongs: earlier_sessions(agent_dir, belongs, info.session_id)
         )
     except PiHindsightError:
         return None

@@ -8,19 +8,28 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
 from pi_hindsight.engine.engine import MemoryEngine
-from pi_hindsight.engine.types import CompletedTurn, Notice, SessionInfo, SessionView, UserRequest
-from pi_hindsight.errors import PiHindsightError, RpcError
+from pi_hindsight.engine.types import (
+    CompletedTurn,
+    Delivery,
+    HostFacts,
+    Notice,
+    SessionInfo,
+    SessionView,
+    UserRequest,
+)
+from pi_hindsight.errors import PiHindsightError, RpcError, validation_problems
+from pi_hindsight.hosts.adapter import HostAdapter, HostSession
 from pi_hindsight.hosts.pi import wire
 from pi_hindsight.hosts.pi.commands import PiCommands, seed_offer
 from pi_hindsight.hosts.pi.messages import request_messages, turn_messages
-from pi_hindsight.hosts.pi.naming import CUSTOM_TYPE, FRAMING_SECTION
+from pi_hindsight.hosts.pi.naming import CUSTOM_TYPE, FRAMING_SECTION, PI_HOST
 from pi_hindsight.hosts.pi.session_file import session_start_dir
 from pi_hindsight.rpc.protocol import INVALID_PARAMS, PROTOCOL_VERSION
 from pi_hindsight.tools import MemoryTools
@@ -40,14 +49,11 @@ def _validate(model: type[ParamsT], params: dict[str, Any]) -> ParamsT:
     try:
         return model.model_validate(params)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in item['loc']) or '(params)'}: {item['msg']}"
-            for item in error.errors()
-        )
+        problems = validation_problems(error, "(params)")
         raise RpcError(INVALID_PARAMS, f"invalid params: {problems}") from error
 
 
-def notices_wire(notices: tuple[Notice, ...]) -> list[wire.NoticeWire]:
+def notices_wire(notices: Sequence[Notice]) -> list[wire.NoticeWire]:
     return [wire.NoticeWire(level=notice.level, message=notice.message) for notice in notices]
 
 
@@ -60,6 +66,7 @@ class PiHost:
 
     def __init__(self, engine: MemoryEngine) -> None:
         self.engine = engine
+        self.session = HostSession(engine)  # one Pi session per sidecar process
         self.tools = MemoryTools(engine)
         self.commands = PiCommands(engine)
         self.handlers: dict[str, Handler] = {
@@ -126,7 +133,32 @@ class PiHost:
             has_ui=parsed.has_ui,
             reason=parsed.reason,
         )
-        return self._session_state(await self.engine.open_session(info))
+        return self._session_state(await self.session.open(info))
+
+    # -- what a host adapter provides (hosts/adapter.py) ------------------------------------
+
+    @property
+    def facts(self) -> HostFacts:
+        return PI_HOST
+
+    async def open(self, info: SessionInfo) -> HostSession:
+        """Pi opens its one session at every ``initialize`` (start, reload, new, resume, fork)."""
+        await self.session.open(info)
+        return self.session
+
+    def deliver(self, session: HostSession, delivery: Delivery) -> wire.MemoryMessageWire | None:
+        """The block as a hidden custom message of ours, with its details for Pi's record."""
+        if delivery.text is None:
+            return None
+        return wire.MemoryMessageWire(
+            custom_type=CUSTOM_TYPE,
+            content=delivery.text,
+            display=False,
+            details=delivery.details.to_json(),
+        )
+
+    def show(self, notices: Sequence[Notice]) -> list[wire.NoticeWire]:
+        return notices_wire(notices)
 
     async def consent(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = _validate(wire.ConsentParams, params)
@@ -152,20 +184,12 @@ class PiHost:
             )
         )
         framing = self.engine.framing()
-        message = None
-        if delivery.text is not None:
-            message = wire.MemoryMessageWire(
-                custom_type=CUSTOM_TYPE,
-                content=delivery.text,
-                display=False,
-                details=delivery.details.to_json(),
-            )
         return wire.PrepareResult(
-            message=message,
+            message=self.deliver(self.session, delivery),
             outcome=delivery.outcome,
             reason=delivery.reason,
             recall_ms=delivery.details.recall_ms,
-            notices=notices_wire(delivery.notices),
+            notices=self.show(delivery.notices),
             status_line=self.engine.status_line(),
             framing=None
             if framing is None
@@ -238,3 +262,9 @@ class PiHost:
             parsed.name, parsed.args, accepted=parsed.accepted, has_ui=parsed.has_ui
         )
         return result.wire()
+
+
+if TYPE_CHECKING:
+
+    def _provides_the_adapter(host: PiHost) -> HostAdapter[HostSession]:
+        return host  # mypy checks PiHost provides what hosts/adapter.py asks

@@ -1,5 +1,8 @@
 """The user's own redaction rules: ``redaction.patterns`` and ``redaction.allow`` (issue 18).
 
+Outside the ``redaction`` package because the config loads it at every start, and importing
+that package compiles every detector, which no session's start needs (issue 19).
+
 Read from the user's config only (a repository file cannot set them: config_raw.py keeps only
 its allowlisted keys), validated when the config loads, and installed for the process with
 :func:`use`; :func:`pi_hindsight.redaction.redact` then applies them to every text.
@@ -10,7 +13,8 @@ its allowlisted keys), validated when the config loads, and installed for the pr
 
 Patterns are compiled with RE2 (``google-re2``), which matches in time linear in the text and
 has no backtracking: a pattern RE2 cannot compile (backreferences, lookaround) is refused with
-RE2's reason, so no user pattern can make redaction slow (docs/adr/0019-user-redaction-rules.md).
+RE2's reason, so no user pattern can make redaction slow
+(docs/adr/0009-user-redaction-rules-re2.md).
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from pi_hindsight.redaction.source import Hit
+if TYPE_CHECKING:  # a type only: importing the redaction package compiles its detectors
+    from pi_hindsight.redaction.source import Hit
 
 __all__ = [
     "NAME",
