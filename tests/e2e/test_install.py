@@ -62,6 +62,7 @@ def _setup(pi: PiInstall, agent: Path, *args: str) -> dict[str, object]:
     return result
 
 
+@pytest.mark.pi_both("install")
 def test_setup_installs_a_pi_package_replacing_the_copy_and_uninstall_undoes_it_exactly(
     pi_binary: PiInstall, tmp_path: Path
 ) -> None:
@@ -112,6 +113,7 @@ def _wait_for_log(log: Path, text: str, timeout: float = 60) -> str:
     raise AssertionError(f"{text!r} never appeared in {log}")
 
 
+@pytest.mark.pi_both("install")
 def test_a_reload_after_upgrading_the_python_package_runs_the_new_shim(
     pi_world: PiWorld, tmp_path: Path
 ) -> None:

@@ -17,10 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.retain_support import (
+from tests.support.retain import (
     BankView,
-    Sidecar,
-    SidecarGone,
     exchange,
     marker,
     outbox_status,
@@ -28,6 +26,7 @@ from tests.integration.retain_support import (
     wait_until_delivered,
     write_config,
 )
+from tests.support.sidecar import Sidecar, SidecarGone
 from tests.plugins.pi import make_repo
 
 pytestmark = [pytest.mark.server]
