@@ -26,6 +26,7 @@ from pi_hindsight.launcher.reranker import (
 from tests.plugins.pi import LoopbackListener
 from tests.support.hf_cache import fake_cached_model
 
+
 @pytest.mark.parametrize(
     ("requested", "cached", "offline", "reachable", "provider", "download", "why"),
     [

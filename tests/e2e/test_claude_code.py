@@ -17,11 +17,11 @@ import pytest
 
 from pi_hindsight.engine.render import FRAMING, MARK
 from tests.agent_models.claude_role import own_texts
-from tests.support.claude_code import daemon_pid, outbox_count, outbox_turns, wait_gone
-from tests.support.retain import BankView
 from tests.plugins.claude_code import ClaudeWorld
-from tests.support.pi_requests import FACT, QUESTION, memory_after, messages_of, requests_for
 from tests.plugins.pi import LoopbackListener, PiWorld, make_repo
+from tests.support.claude_code import daemon_pid, outbox_count, outbox_turns, wait_gone
+from tests.support.pi_requests import FACT, QUESTION, memory_after, messages_of, requests_for
+from tests.support.retain import BankView
 
 pytestmark = [pytest.mark.server]
 

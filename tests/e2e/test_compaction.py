@@ -9,8 +9,15 @@ from typing import Any
 
 import pytest
 
-from tests.support.pi_requests import FACT, QUESTION, memory_after, messages_of, requests_for, text_of
 from tests.plugins.pi import PiRpc, PiWorld, make_repo
+from tests.support.pi_requests import (
+    FACT,
+    QUESTION,
+    memory_after,
+    messages_of,
+    requests_for,
+    text_of,
+)
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 

@@ -21,9 +21,9 @@ import pytest
 
 from pi_hindsight.engine.render import FRAMING, MARK
 from pi_hindsight.hosts.pi.naming import FRAMING_SECTION
-from tests.support.pi_requests import FACT, QUESTION, memory_after, messages_of, text_of
 from tests.plugins.pi import PiWorld, make_repo
 from tests.plugins.pi_versions import PiInstall
+from tests.support.pi_requests import FACT, QUESTION, memory_after, messages_of, text_of
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 

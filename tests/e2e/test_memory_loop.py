@@ -7,15 +7,22 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pi_hindsight.engine.render import FRAMING
-from tests.support.pi_requests import FACT, QUESTION, memory_after, messages_of, requests_for, text_of
 from tests.plugins.pi import LoopbackListener, PiWorld, make_repo
+from tests.support.pi_requests import (
+    FACT,
+    QUESTION,
+    memory_after,
+    messages_of,
+    requests_for,
+    text_of,
+)
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
+
 
 @pytest.mark.pi_both("request-end")
 def test_a_second_session_receives_the_first_sessions_fact_right_after_its_prompt(

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.retain import BankView
-from tests.support.pi_requests import FACT, QUESTION, memory_after, messages_of, requests_for
 from tests.plugins.pi import PiRpc, PiWorld, make_repo
+from tests.support.pi_requests import FACT, QUESTION, memory_after, messages_of, requests_for
+from tests.support.retain import BankView
 
 # Only Pi 1.x has this run model (agent_settled, custom-message runs, retries inside one run);
 # `pi_world` runs these tests on the Pi 1.x of tests/plugins/pi_versions.py, Node 22 first on PATH.

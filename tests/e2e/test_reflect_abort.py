@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.plugins.pi import LoopbackListener, PiRpc, PiWorld, make_repo
 from tests.support.retain import register
 from tests.support.sidecar import Sidecar
-from tests.plugins.pi import LoopbackListener, PiRpc, PiWorld, make_repo
 
 pytestmark = [pytest.mark.pi]
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.pi_requests import memory_after, messages_of, requests_for
 from tests.plugins.pi import PiWorld, make_repo
+from tests.support.pi_requests import memory_after, messages_of, requests_for
 
 pytestmark = [pytest.mark.server, pytest.mark.pi, pytest.mark.pi_only("1.x")]
 

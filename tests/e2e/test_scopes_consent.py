@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.pi_requests import FACT, QUESTION, memory_after, messages_of, requests_for
 from tests.plugins.pi import LoopbackListener, PiRpc, PiWorld, make_repo
+from tests.support.pi_requests import FACT, QUESTION, memory_after, messages_of, requests_for
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.pi_requests import last_tool_result, script_tool_call
 from tests.plugins.pi import PiRpc, PiWorld, make_repo
+from tests.support.pi_requests import last_tool_result, script_tool_call
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 

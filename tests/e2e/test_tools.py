@@ -14,8 +14,8 @@ import pytest
 
 from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.engine.scope import USER_SCOPE_TAGS
-from tests.support.pi_requests import FACT, last_tool_result, script_tool_call
 from tests.plugins.pi import PiWorld, make_repo
+from tests.support.pi_requests import FACT, last_tool_result, script_tool_call
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 

@@ -16,16 +16,9 @@ so nothing is contacted; calls that would need it fail fast with an answer.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
-import queue
-import subprocess
-import sys
-import threading
-import time
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path

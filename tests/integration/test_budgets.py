@@ -19,9 +19,9 @@ from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.backend.records import BankMissions, RetainItem
 from pi_hindsight.engine.render import estimate_tokens
 from pi_hindsight.engine.scope import USER_SCOPE_TAGS
+from tests.plugins.pi import LoopbackListener, make_repo
 from tests.support.retain import register
 from tests.support.sidecar import Sidecar
-from tests.plugins.pi import LoopbackListener, make_repo
 
 pytestmark = pytest.mark.server
 

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from pi_hindsight.hosts.claude_code import runtime
 from pi_hindsight.hosts.claude_code.cursors import Cursor, CursorStore
 from pi_hindsight.hosts.claude_code.hook import TIMEOUTS_S, DaemonUnavailable, call
+from tests.plugins.pi import make_repo
 from tests.support.claude_code import (
     HOOK,
     Transcript,
@@ -32,7 +33,6 @@ from tests.support.claude_code import (
     wait_gone,
 )
 from tests.support.retain import register, write_config
-from tests.plugins.pi import make_repo
 
 OUTPUT_KEYS = {"hookSpecificOutput", "systemMessage"}
 

@@ -5,10 +5,7 @@ repository, and each bad file is one warning naming it. No Hindsight needed."""
 from __future__ import annotations
 
 import json
-import os
 import resource
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +30,9 @@ def bounded_sidecar(state_dir: Path) -> Sidecar:
     return Sidecar(state_dir, preexec_fn=_limit_memory)
 
 
-def initialize_with(sidecar: Sidecar, cwd: Path, session_file: Path | None = None) -> dict[str, Any]:
+def initialize_with(
+    sidecar: Sidecar, cwd: Path, session_file: Path | None = None
+) -> dict[str, Any]:
     extra = {} if session_file is None else {"sessionFile": str(session_file)}
     return sidecar.initialize(cwd, "s-hostile", **extra)
 

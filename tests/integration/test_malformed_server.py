@@ -7,17 +7,16 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pi_hindsight.stores.outbox import Outbox
+from tests.plugins.pi import make_repo
 from tests.support.retain import exchange, register, write_config
 from tests.support.sidecar import Sidecar
 from tests.support.waiting import wait_until
-from tests.plugins.pi import make_repo
 
 
 class _AlwaysHealthy(http.server.BaseHTTPRequestHandler):

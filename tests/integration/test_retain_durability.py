@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.plugins.pi import make_repo
 from tests.support.retain import (
     BankView,
     exchange,
@@ -27,7 +28,6 @@ from tests.support.retain import (
     write_config,
 )
 from tests.support.sidecar import Sidecar, SidecarGone
-from tests.plugins.pi import make_repo
 
 pytestmark = [pytest.mark.server]
 

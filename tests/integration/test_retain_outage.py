@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 
 from pi_hindsight.launcher import ServerInfo, start_server, stop_server
+from tests.plugins.hindsight_server import SERVER_URL_ENV, llm_mode_for_tests
+from tests.plugins.pi import make_repo
 from tests.support.retain import (
     BankView,
     exchange,
@@ -27,8 +29,6 @@ from tests.support.retain import (
     write_config,
 )
 from tests.support.sidecar import Sidecar
-from tests.plugins.hindsight_server import SERVER_URL_ENV, llm_mode_for_tests
-from tests.plugins.pi import make_repo
 
 pytestmark = [pytest.mark.server]
 

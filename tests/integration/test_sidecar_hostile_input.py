@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from pi_hindsight.stores.outbox import Outbox
-from tests.support.sidecar import Sidecar
 from tests.plugins.pi import LoopbackListener, make_repo
+from tests.support.sidecar import Sidecar
 
 
 @pytest.fixture
@@ -35,7 +35,10 @@ def _alive_and_serving(sidecar: Sidecar, request_id: int = 999) -> None:
 
 
 def _initialize(sidecar: Sidecar, cwd: Path, session_id: str = "s-1") -> dict[str, Any]:
-    answer = sidecar.request("initialize", request_id=1, params={"protocolVersion": 1, "cwd": str(cwd), "sessionId": session_id}
+    answer = sidecar.request(
+        "initialize",
+        request_id=1,
+        params={"protocolVersion": 1, "cwd": str(cwd), "sessionId": session_id},
     )
     result: dict[str, Any] = answer["result"]
     return result
@@ -129,7 +132,9 @@ def test_a_session_call_before_initialize_is_an_invalid_request(sidecar: Sidecar
     answer = sidecar.request("consent", request_id=3, params={"accepted": True})
     assert answer["error"]["code"] == -32600
     assert "initialize" in answer["error"]["message"]
-    answer = sidecar.request("command", request_id=4, params={"name": "hindsight:register", "accepted": True})
+    answer = sidecar.request(
+        "command", request_id=4, params={"name": "hindsight:register", "accepted": True}
+    )
     assert answer["error"]["code"] == -32600
 
 

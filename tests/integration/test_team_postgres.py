@@ -31,7 +31,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,10 +42,10 @@ import pytest
 from pi_hindsight.errors import BackendAuthRejected
 from pi_hindsight.launcher import stop_server
 from pi_hindsight.launcher.procs import free_port
+from tests.plugins.pi import make_repo
 from tests.support.retain import BankView, exchange, marker, register, wait_until_delivered
 from tests.support.sidecar import Sidecar
 from tests.support.waiting import wait_until
-from tests.plugins.pi import make_repo
 
 pytestmark = [pytest.mark.server]
 

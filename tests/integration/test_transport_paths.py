@@ -22,11 +22,11 @@ from urllib.parse import urlsplit
 import pytest
 
 from pi_hindsight.transport import TLS_HINT
-from tests.support.retain import exchange, register, wait_until_delivered
-from tests.support.sidecar import Sidecar
-from tests.support.net import Certificates, ForwardProxy, TlsFront, private_ca
 from tests.plugins.pi import make_repo
 from tests.plugins.team_server import TeamServer
+from tests.support.net import Certificates, ForwardProxy, TlsFront, private_ca
+from tests.support.retain import exchange, register, wait_until_delivered
+from tests.support.sidecar import Sidecar
 
 pytestmark = [pytest.mark.server]
 

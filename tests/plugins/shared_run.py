@@ -75,7 +75,9 @@ def _stop_servers(path: Path) -> list[str]:
     servers = path / SERVERS
     for state in sorted(servers.iterdir()) if servers.is_dir() else []:
         report = stop_server(state)
-        survivors += [f"{state.name}: {p.name}" for p in report.processes if p.outcome == "survived"]
+        survivors += [
+            f"{state.name}: {p.name}" for p in report.processes if p.outcome == "survived"
+        ]
     return survivors
 
 

@@ -13,7 +13,8 @@ Load it with ``-p tests.plugins.standin`` (or from a conftest's ``pytest_plugins
   runs on Pi 1.x, and also on Pi 0.73.1 when marked ``@pytest.mark.pi_both("<difference>")`` with
   what the shim does differently there (``SHIM_DIFFERENCES`` in ``tests/plugins/pi_versions.py``,
   the table in docs/shim.md); ``@pytest.mark.pi_only("0.x")`` keeps a test to one line. Skipped,
-  with the reason, when that version is not installed. Run it as ``pi_binary.argv(...)`` with ``pi_env(agent, pi=pi_binary)``.
+  with the reason, when that version is not installed. Run it as ``pi_binary.argv(...)`` with
+  ``pi_env(agent, pi=pi_binary)``.
 """
 
 from __future__ import annotations

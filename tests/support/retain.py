@@ -7,10 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import queue
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field

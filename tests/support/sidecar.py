@@ -5,8 +5,8 @@ does: JSON-RPC lines in, every line it writes read by a thread and kept in order
   ``error`` answer fails with it); ``request(...)`` returns the whole answer message.
 - ``send`` / ``send_raw`` write a message or raw bytes; ``read()`` returns the next message in
   the order the sidecar wrote them (answers and notifications), for tests that go step by step.
-- ``answered(ids)`` waits until each id has an answer; ``answer_count(id)`` counts them, ``bad_lines``
-  keeps every stdout line that is not a JSON-RPC message (stdout must carry protocol only).
+- ``answered(ids)`` waits until each id has an answer; ``answer_count(id)`` counts them;
+  ``bad_lines`` keeps every stdout line that is not a JSON-RPC message (protocol only on stdout).
 - ``shutdown()`` asks it to stop and waits for the exit; ``kill()`` is a crash; ``close()`` (also
   the context manager's exit) kills what is left and closes the pipes.
 """
@@ -206,7 +206,9 @@ class Sidecar:
         try:
             self.answered([request_id], timeout=timeout)
         except SidecarGone:
-            raise SidecarGone(f"the sidecar exited during {method}; stderr: {self.stderr}") from None
+            raise SidecarGone(
+                f"the sidecar exited during {method}; stderr: {self.stderr}"
+            ) from None
         except TimeoutError:
             raise TimeoutError(f"{method} not answered in {timeout}s") from None
         with self._arrived:
@@ -274,4 +276,3 @@ class Sidecar:
         trace: TracebackType | None,
     ) -> None:
         self.close()
-

@@ -44,8 +44,13 @@ def file_text(path: Path) -> str:
 
 def wait_for_text(path: Path, needle: str, *, timeout: float = 30.0) -> str:
     """Until ``needle`` appears in the file (a log); returns the file's text."""
+
+    def found() -> str | None:
+        text = file_text(path)
+        return text if needle in text else None
+
     return wait_until(
-        lambda: (text := file_text(path)) if needle in text else None,
+        found,
         f"{needle!r} in {path}",
         timeout=timeout,
         details=lambda: f"it holds: {file_text(path)[-2000:]!r}",
