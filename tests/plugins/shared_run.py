@@ -74,7 +74,11 @@ def _stop_servers(path: Path) -> list[str]:
     survivors: list[str] = []
     servers = path / SERVERS
     for state in sorted(servers.iterdir()) if servers.is_dir() else []:
-        report = stop_server(state)
+        try:
+            report = stop_server(state)
+        except Exception as error:  # stop the others all the same, and say which one failed
+            survivors.append(f"{state.name}: could not be stopped: {error!r}")
+            continue
         survivors += [
             f"{state.name}: {p.name}" for p in report.processes if p.outcome == "survived"
         ]

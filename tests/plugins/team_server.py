@@ -37,7 +37,7 @@ class TeamServer:
 @pytest.fixture(scope="session")
 def team_server(request: pytest.FixtureRequest, hindsight_system_dir: Path) -> TeamServer:
     state = shared_run.server_state_dir(request.config, "team")
-    key = _run_key(state.parent / "team.key")
+    key = _run_key(shared_run.run_dir(request.config) / "team.key")
     env = dict(os.environ, **{KEY_VAR: key}, PI_HINDSIGHT_SYSTEM_DIR=str(hindsight_system_dir))
     # The first worker starts it; the others find it running (the launcher's record and lock).
     started = subprocess.run(
