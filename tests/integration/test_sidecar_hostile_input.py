@@ -180,10 +180,20 @@ def _peak_rss_kb(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
-def test_a_flood_of_unread_requests_is_bounded(sidecar: Sidecar) -> None:
+def test_a_flood_of_unread_requests_is_bounded(isolated_dirs: Path) -> None:
     """Issue 9, item 7: 500,000 requests the sidecar had not read yet grew it to 338 MB (every
     line was queued, and a task started for each). Reading now waits for room, so the flood
     waits in the pipe; every request is still answered, in bounded memory."""
+    sidecar = Sidecar(isolated_dirs, reading=False)  # nobody reads its stdout: that is the test
+    try:
+        _flood(sidecar)
+    finally:
+        sidecar.close()
+
+
+def _flood(sidecar: Sidecar) -> None:
+    assert sidecar.process.stdout is not None
+    assert json.loads(sidecar.process.stdout.readline())["method"] == "ready"
     count = 200_000
     padding = "x" * 200
     baseline_kb = _peak_rss_kb(sidecar.process.pid)
@@ -216,6 +226,7 @@ def test_a_flood_of_unread_requests_is_bounded(sidecar: Sidecar) -> None:
     # 200,000 lines of ~260 bytes are ~52 MB; queued in full they cost several times that.
     assert stalled_kb - baseline_kb < 40_000, (baseline_kb, stalled_kb)
     assert peak_kb - baseline_kb < 80_000, (baseline_kb, peak_kb)
+    sidecar.start_reading()
     _alive_and_serving(sidecar)
 
 

@@ -53,7 +53,8 @@ class Sidecar:
 
     ``env`` replaces the inherited environment (default ``os.environ``), ``extra_env`` adds to it;
     ``preexec_fn`` runs in the child before exec (a memory bound); ``stderr=False`` discards
-    stderr. It waits for the ``ready`` notification unless ``ready=False``.
+    stderr. It waits for the ``ready`` notification unless ``ready=False``; ``reading=False``
+    leaves stdout unread until ``start_reading()``.
     """
 
     def __init__(
@@ -65,6 +66,7 @@ class Sidecar:
         preexec_fn: Callable[[], None] | None = None,
         stderr: bool = True,
         ready: bool = True,
+        reading: bool = True,
     ) -> None:
         environment = dict(os.environ if env is None else env)
         environment["PI_HINDSIGHT_STATE_DIR"] = str(state_dir)
@@ -87,17 +89,24 @@ class Sidecar:
         self._next_id = 0
         self._write_lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        if reading:
+            self._reader.start()
         self._stderr_reader: threading.Thread | None = None
         if stderr:
             self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
             self._stderr_reader.start()
         self.ready: dict[str, Any] | None = None
-        if ready:
+        if ready and reading:
             self.ready = self.read(timeout=READY_TIMEOUT_S)
             assert self.ready.get("method") == "ready", self.ready
 
     # -- reading ---------------------------------------------------------------------------
+
+    def start_reading(self) -> None:
+        """Start the stdout reader of a sidecar made with ``reading=False`` (a test that read
+        ``process.stdout`` by hand until now: nobody reading is what it tests)."""
+        if not self._reader.is_alive():
+            self._reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -259,7 +268,8 @@ class Sidecar:
 
     def close(self) -> None:
         self.kill()
-        self._reader.join(timeout=5)
+        if self._reader.is_alive():
+            self._reader.join(timeout=5)
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
             if stream is not None:
                 # stdin of a killed process: its unflushed bytes have nowhere to go
