@@ -1,6 +1,7 @@
 # pi-hindsight — one entry point for everything.
 #   make demo   install what is needed, start a local Hindsight, show memory carrying across Pi sessions
 #   make test   install what is needed and run every test (Python + TypeScript shim), on Pi 0.73.1 and 1.x
+#   make test-fast  the units, engine and stand-in tests only (under two minutes; tests/README.md)
 #   make check  format check, lint, strict types, then the tests (what CI runs)
 
 PYTHON ?= python3
@@ -17,7 +18,11 @@ PI1_STAMP  := pi1/node_modules/.installed-stamp
 # would pull a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: install demo test check lint format types test-python test-shim bench clean
+# Two pytest-xdist workers share one Hindsight (tests/plugins/shared_run.py); WORKERS=0 runs serially.
+WORKERS ?= 2
+PYTEST := $(PY) -m pytest -n $(WORKERS) --dist loadgroup
+
+.PHONY: install demo test test-fast check lint format types test-python test-shim bench clean
 
 install: $(STAMP) $(NODE_STAMP) $(PI1_STAMP) $(CLAUDE_STAMP)
 
@@ -52,22 +57,25 @@ demo: install
 test: install test-python test-shim
 
 test-python: install
-	$(PY) -m pytest
+	$(PYTEST)
+
+test-fast: install
+	$(PYTEST) -m "not e2e and not slow"
 
 test-shim: install
 	npm test --silent
 
 lint: install
-	$(PY) -m ruff format --check src standin tests bench scripts
-	$(PY) -m ruff check src standin tests bench scripts
+	$(PY) -m ruff format --check src standin tests bench scripts conftest.py
+	$(PY) -m ruff check src standin tests bench scripts conftest.py
 
 types: install
 	$(PY) -m mypy
 	npm run --silent typecheck
 
 format: install
-	$(PY) -m ruff format src standin tests bench scripts
-	$(PY) -m ruff check --fix src standin tests bench scripts
+	$(PY) -m ruff format src standin tests bench scripts conftest.py
+	$(PY) -m ruff check --fix src standin tests bench scripts conftest.py
 
 check: lint types test
 

@@ -47,10 +47,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.agent_models import AgentStandIn  # noqa: E402
-from tests.plugins.pi_versions import PI_INSTALLS, PiInstall  # noqa: E402
-from tests.plugins.standin import pi_env, write_pi_agent_dir  # noqa: E402
-
 from _relevance_corpus import (  # noqa: E402 - bench/ modules run as scripts
     PARTS,
     Corpus,
@@ -69,6 +65,9 @@ from pi_hindsight.relevance import (  # noqa: E402
     RelevanceBars,
     judge,
 )
+from tests.agent_models import AgentStandIn  # noqa: E402
+from tests.plugins.pi_versions import PI_INSTALLS, PiInstall  # noqa: E402
+from tests.plugins.standin import pi_env, write_pi_agent_dir  # noqa: E402
 
 PI_TIMEOUT_S = 180
 RECALL_TOKENS = 800  # recall.maxTokens, the default

@@ -2,7 +2,7 @@
 the server (bench for issue 13).
 
 Generates a git repository (300 commits with subjects and bodies) and a Pi agent dir with 100
-session files (tests/pi_sessions.py, both Pi formats, 3-8 requests each, some tool calls),
+session files (tests/support/pi_sessions.py, both Pi formats, 3-8 requests each, some tool calls),
 registers the repository, then measures with the real command line:
 
 - the dry run (median of 3 runs): sessions, requests, commits, characters, estimated tokens;
@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.pi_sessions import Exchange, write_session  # noqa: E402
+from tests.support.pi_sessions import Exchange, write_session  # noqa: E402
 
 WORDS = [
     "deploy",

@@ -23,11 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # Pi's model is the scripted role the tests use (tests/agent_models), not part of any package.
 sys.path.insert(0, str(ROOT))
 
-from tests.agent_models import AgentStandIn  # noqa: E402
-from tests.plugins.pi_versions import PI_INSTALLS, PiInstall  # noqa: E402
-
 from pi_hindsight.cli.setup_cmd import install_extension  # noqa: E402
 from pi_hindsight.launcher import start_server, stop_server  # noqa: E402
+from tests.agent_models import AgentStandIn  # noqa: E402
+from tests.plugins.pi_versions import PI_INSTALLS, PiInstall  # noqa: E402
 
 DEMO = ROOT / ".demo"
 

@@ -38,7 +38,7 @@ from pi_hindsight.launcher import (
 from pi_hindsight.launcher import hindsight as hs
 from pi_hindsight.launcher.state import PostgresRecord, ServerPaths, ServerRecord, save_record
 from tests.plugins.hindsight_server import llm_mode_for_tests
-from tests.test_reranker import fake_cached_model
+from tests.support.hf_cache import fake_cached_model
 
 IS_ROOT = os.geteuid() == 0
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))

@@ -17,11 +17,11 @@ import pytest
 
 from pi_hindsight.engine.render import FRAMING, MARK
 from tests.agent_models.claude_role import own_texts
-from tests.claude_code_support import daemon_pid, outbox_count, outbox_turns, wait_gone
-from tests.e2e.test_memory_loop import FACT, QUESTION, _memory_after, _messages, _requests_for
-from tests.integration.retain_support import BankView
 from tests.plugins.claude_code import ClaudeWorld
 from tests.plugins.pi import LoopbackListener, PiWorld, make_repo
+from tests.support.claude_code import daemon_pid, outbox_count, outbox_turns, wait_gone
+from tests.support.pi_requests import FACT, QUESTION, memory_after, messages_of, requests_for
+from tests.support.retain import BankView
 
 pytestmark = [pytest.mark.server]
 
@@ -178,16 +178,16 @@ def test_pi_and_claude_code_share_one_memory_per_repository_and_no_other(
     claude_world.run(alpha, FACT_2)
     claude_world.drain()
     pi_world.run(alpha, QUESTION_2)
-    (pi_request,) = _requests_for(pi_world, QUESTION_2)
-    from_claude = _memory_after(_messages(pi_request), QUESTION_2)
+    (pi_request,) = requests_for(pi_world, QUESTION_2)
+    from_claude = memory_after(messages_of(pi_request), QUESTION_2)
     assert from_claude is not None and "Quasar" in from_claude
 
     other = "Anything I should know about deploys or databases?"
     claude_world.run(beta, other)
     pi_world.run(beta, other)
     beta_claude = _memory(_request_for(claude_world, other)) or ""
-    (pi_beta,) = _requests_for(pi_world, other)
-    beta_pi = _memory_after(_messages(pi_beta), other) or ""
+    (pi_beta,) = requests_for(pi_world, other)
+    beta_pi = memory_after(messages_of(pi_beta), other) or ""
     for text in (beta_claude, beta_pi):
         assert "Zephyr" not in text and "Quasar" not in text
 

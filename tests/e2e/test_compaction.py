@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_memory_loop import (
+from tests.plugins.pi import PiRpc, PiWorld, make_repo
+from tests.support.pi_requests import (
     FACT,
     QUESTION,
-    _memory_after,
-    _messages,
-    _requests_for,
-    _text,
+    memory_after,
+    messages_of,
+    requests_for,
+    text_of,
 )
-from tests.plugins.pi import PiRpc, PiWorld, make_repo
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 
@@ -27,10 +27,11 @@ def _memory_messages(messages: list[dict[str, Any]]) -> list[int]:
         index
         for index, message in enumerate(messages)
         if message.get("role") == "user"
-        and _text(message.get("content")).startswith("<hindsight-memory")
+        and text_of(message.get("content")).startswith("<hindsight-memory")
     ]
 
 
+@pytest.mark.pi_both("session-file")
 def test_after_compaction_old_memory_is_not_reinjected_and_may_be_delivered_again(
     pi_world: PiWorld, tmp_path: Path
 ) -> None:
@@ -63,16 +64,16 @@ def test_after_compaction_old_memory_is_not_reinjected_and_may_be_delivered_agai
 
     assert "Zephyr" in (_memory(pi_world, QUESTION) or "")
     assert "Zephyr" not in (_memory(pi_world, again) or "")  # visible: not delivered twice
-    (request,) = _requests_for(pi_world, after)
-    messages = _messages(request)
+    (request,) = requests_for(pi_world, after)
+    messages = messages_of(request)
     memories = _memory_messages(messages)
     # Exactly one memory message: the new request's, right after its user message. The earlier
     # snapshot was summarised by Pi and is not injected again separately.
     assert len(memories) == 1
-    assert _text(messages[memories[0] - 1].get("content")) == after
-    assert "Zephyr" in (_memory_after(messages, after) or "")  # compacted away: deliverable again
+    assert text_of(messages[memories[0] - 1].get("content")) == after
+    assert "Zephyr" in (memory_after(messages, after) or "")  # compacted away: deliverable again
 
 
 def _memory(world: PiWorld, prompt: str) -> str | None:
-    requests = _requests_for(world, prompt)
-    return _memory_after(_messages(requests[-1]), prompt) if requests else None
+    requests = requests_for(world, prompt)
+    return memory_after(messages_of(requests[-1]), prompt) if requests else None

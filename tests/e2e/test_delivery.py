@@ -16,8 +16,8 @@ from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.backend.records import RetainItem
 from pi_hindsight.engine.memo import memo_id
 from pi_hindsight.engine.scope import Scope
-from tests.e2e.test_memory_loop import FACT, QUESTION, _memory_after, _messages, _requests_for
 from tests.plugins.pi import PiWorld, make_repo
+from tests.support.pi_requests import FACT, QUESTION, memory_after, messages_of, requests_for
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 
@@ -35,9 +35,9 @@ def _configure(world: PiWorld, **extra: Any) -> None:
 
 
 def _memory(world: PiWorld, prompt: str, index: int = -1) -> str | None:
-    requests = _requests_for(world, prompt)
+    requests = requests_for(world, prompt)
     assert requests, f"no provider request for {prompt!r}"
-    return _memory_after(_messages(requests[index]), prompt)
+    return memory_after(messages_of(requests[index]), prompt)
 
 
 def _evidence(world: PiWorld) -> list[dict[str, Any]]:
@@ -162,10 +162,10 @@ def test_a_planted_secret_and_a_fence_breaking_record_never_reach_the_payload_in
     )
     question = "What is the staging deploy token for Zephyr?"
     pi_world.run(repo, question)
-    (request,) = _requests_for(pi_world, question)
+    (request,) = requests_for(pi_world, question)
     payload = json.dumps(request["body"])
     assert token not in payload
-    memory = _memory_after(_messages(request), question)
+    memory = memory_after(messages_of(request), question)
     assert memory is not None and "Zephyr" in memory
     assert memory.count("</hindsight-memory") == 1 and memory.rstrip().endswith(
         "</hindsight-memory>"
@@ -189,6 +189,7 @@ export default function (pi) {
 """
 
 
+@pytest.mark.pi_both("request-end")
 def test_the_ledger_tells_prepared_attached_and_confirmed_apart(
     pi_world: PiWorld, tmp_path: Path
 ) -> None:

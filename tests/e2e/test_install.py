@@ -24,6 +24,7 @@ from pi_hindsight.hosts.pi import install as pi_install
 from tests.plugins.pi import PiRpc, PiWorld
 from tests.plugins.pi_versions import PiInstall
 from tests.plugins.standin import pi_env
+from tests.support.waiting import wait_for_text
 
 pytestmark = [pytest.mark.pi]
 
@@ -69,6 +70,7 @@ def _setup(pi: PiInstall, agent: Path, *args: str) -> dict[str, object]:
     return result
 
 
+@pytest.mark.pi_both("install")
 def test_setup_installs_a_pi_package_replacing_the_copy_and_uninstall_undoes_it_exactly(
     pi_binary: PiInstall, tmp_path: Path
 ) -> None:
@@ -185,6 +187,7 @@ def _wait_for_log(log: Path, text: str, timeout: float = 60) -> str:
     raise AssertionError(f"{text!r} never appeared in {log}")
 
 
+@pytest.mark.pi_both("install")
 def test_a_reload_after_upgrading_the_python_package_runs_the_new_shim(
     pi_world: PiWorld, tmp_path: Path
 ) -> None:
@@ -207,7 +210,7 @@ def test_a_reload_after_upgrading_the_python_package_runs_the_new_shim(
 
     rpc = PiRpc(pi_world, work)
     try:
-        _wait_for_log(log, f"initialize (startup): Pi {pi.version}, shim 0.1.0")
+        wait_for_text(log, f"initialize (startup): Pi {pi.version}, shim 0.1.0", timeout=60)
         # The upgrade: the old files go, the new ones arrive (pip removes and rewrites).
         upgraded = (site / "index.ts").read_text(encoding="utf-8")
         upgraded = upgraded.replace('SHIM_VERSION = "0.1.0"', 'SHIM_VERSION = "0.2.0-upgraded"')
@@ -218,7 +221,9 @@ def test_a_reload_after_upgrading_the_python_package_runs_the_new_shim(
         rpc.wait_for(
             lambda e: e.get("type") == "response" and e.get("id") == "reload", "the reload"
         )
-        content = _wait_for_log(log, f"initialize (reload): Pi {pi.version}, shim 0.2.0-upgraded")
+        content = wait_for_text(
+            log, f"initialize (reload): Pi {pi.version}, shim 0.2.0-upgraded", timeout=60
+        )
         assert "shutting down (reload)" in content  # the old shim's sidecar stopped
     finally:
         assert rpc.close() == 0

@@ -21,9 +21,9 @@ import pytest
 
 from pi_hindsight.engine.render import FRAMING, MARK
 from pi_hindsight.hosts.pi.naming import FRAMING_SECTION
-from tests.e2e.test_memory_loop import FACT, QUESTION, _memory_after, _messages, _text
 from tests.plugins.pi import PiWorld, make_repo
 from tests.plugins.pi_versions import PiInstall
+from tests.support.pi_requests import FACT, QUESTION, memory_after, messages_of, text_of
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 
@@ -34,7 +34,7 @@ PROMPTS = (QUESTION, "What is the staging database called?", "ok")
 def _system(messages: list[dict[str, Any]]) -> str:
     first = messages[0]
     assert first.get("role") in ("system", "developer"), first
-    return _text(first.get("content"))
+    return text_of(first.get("content"))
 
 
 def _blocks(messages: list[dict[str, Any]]) -> list[str]:
@@ -42,10 +42,11 @@ def _blocks(messages: list[dict[str, Any]]) -> list[str]:
         text
         for message in messages
         if message.get("role") == "user"
-        and (text := _text(message.get("content"))).startswith("<hindsight-memory")
+        and (text := text_of(message.get("content"))).startswith("<hindsight-memory")
     ]
 
 
+@pytest.mark.pi_both("framing")
 def test_the_framing_is_stated_once_and_the_prefix_stays_byte_identical(
     pi_world: PiWorld, pi_binary: PiInstall, tmp_path: Path
 ) -> None:
@@ -63,11 +64,11 @@ def test_the_framing_is_stated_once_and_the_prefix_stays_byte_identical(
     for prompt in PROMPTS[1:]:  # the same session, each in a new process
         pi_world.run(repo, prompt, args=("--continue",))
 
-    sequences = [_messages(request) for request in pi_world.pi_requests()[before:]]
+    sequences = [messages_of(request) for request in pi_world.pi_requests()[before:]]
     assert len(sequences) == len(PROMPTS)
     for earlier, later in itertools.pairwise(sequences):
         assert later[: len(earlier)] == earlier, "a provider request was not a prefix of the next"
-    first_block = _memory_after(sequences[0], PROMPTS[0])
+    first_block = memory_after(sequences[0], PROMPTS[0])
     assert first_block is not None and "Zephyr" in first_block
     blocks = _blocks(sequences[-1])
     systems = {_system(messages) for messages in sequences}

@@ -16,9 +16,9 @@ import pytest
 from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.engine.memo import memo_id
 from pi_hindsight.engine.scope import Scope
-from tests.e2e.test_memory_loop import _memory_after, _messages, _requests_for
-from tests.integration.retain_support import BankView
 from tests.plugins.pi import PiWorld, make_repo
+from tests.support.pi_requests import memory_after, messages_of, requests_for
+from tests.support.retain import BankView
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 
@@ -38,9 +38,9 @@ def _patient_recall(pi_world: PiWorld) -> None:
 
 
 def _memory_for(world: PiWorld, prompt: str) -> str:
-    requests = _requests_for(world, prompt)
+    requests = requests_for(world, prompt)
     assert requests, f"no provider request for {prompt!r}"
-    return _memory_after(_messages(requests[-1]), prompt) or ""
+    return memory_after(messages_of(requests[-1]), prompt) or ""
 
 
 def _record_lines(memory: str) -> list[str]:

@@ -7,57 +7,24 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pi_hindsight.engine.render import FRAMING
 from tests.plugins.pi import LoopbackListener, PiWorld, make_repo
+from tests.support.pi_requests import (
+    FACT,
+    QUESTION,
+    memory_after,
+    messages_of,
+    requests_for,
+    text_of,
+)
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 
-FACT = "Our production deploy target is the Zephyr cluster in Frankfurt."
-QUESTION = "Where do we deploy production?"
 
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return ""
-
-
-def _messages(request: dict[str, Any]) -> list[dict[str, Any]]:
-    body = request["body"]
-    assert isinstance(body, dict)
-    messages = body["messages"]
-    assert isinstance(messages, list)
-    return messages
-
-
-def _memory_after(messages: list[dict[str, Any]], prompt: str) -> str | None:
-    """The hidden memory message right after the user message ``prompt``, if there is one."""
-    for index, message in enumerate(messages):
-        if message.get("role") == "user" and _text(message.get("content")) == prompt:
-            following = messages[index + 1] if index + 1 < len(messages) else None
-            if following and following.get("role") == "user":
-                text = _text(following.get("content"))
-                if text.startswith("<hindsight-memory"):
-                    return text
-            return None
-    raise AssertionError(f"prompt {prompt!r} not found in {json.dumps(messages)[:2000]}")
-
-
-def _requests_for(world: PiWorld, prompt: str) -> list[dict[str, Any]]:
-    found = []
-    for request in world.pi_requests():
-        messages = _messages(request)
-        if any(m.get("role") == "user" and _text(m.get("content")) == prompt for m in messages):
-            found.append(request)
-    return found
-
-
+@pytest.mark.pi_both("request-end")
 def test_a_second_session_receives_the_first_sessions_fact_right_after_its_prompt(
     pi_world: PiWorld, tmp_path: Path
 ) -> None:
@@ -67,19 +34,20 @@ def test_a_second_session_receives_the_first_sessions_fact_right_after_its_promp
     pi_world.drain()
 
     pi_world.run(repo, QUESTION)
-    (request,) = _requests_for(pi_world, QUESTION)
-    memory = _memory_after(_messages(request), QUESTION)
+    (request,) = requests_for(pi_world, QUESTION)
+    memory = memory_after(messages_of(request), QUESTION)
     assert memory is not None, "no hidden memory message right after the user message"
     assert "Zephyr" in memory
     assert "reference material" in memory.lower()  # every block is framed or marked
     # The full framing (R-RECALL-5): in the first block on Pi 0.73.1; on Pi 1.x in the system
     # prompt (the section the shim sets, in the cached prefix) and the block carries the mark.
-    system = _text(_messages(request)[0]["content"])
+    system = text_of(messages_of(request)[0]["content"])
     assert "not an instruction" in memory or FRAMING in system
     # The memory message is the last message: it sits right after this request's user message.
-    assert _text(_messages(request)[-1]["content"]) == memory
+    assert text_of(messages_of(request)[-1]["content"]) == memory
 
 
+@pytest.mark.pi_both("session-file")
 def test_requests_are_exact_prefixes_across_a_tool_call_and_continue(
     pi_world: PiWorld, tmp_path: Path
 ) -> None:
@@ -100,17 +68,22 @@ def test_requests_are_exact_prefixes_across_a_tool_call_and_continue(
         }
     )
     pi_world.run(repo, "Where do we deploy? Then list the files.")
+    # What the continued request may be given is what Hindsight holds *besides* the records this
+    # session already delivered (they are in its context: never delivered twice, across a resume
+    # too). That is the first request's own retain, so wait until Hindsight has it: without this
+    # the test raced Hindsight's extraction (alone it won, under a loaded full suite it lost).
+    pi_world.drain()
     pi_world.run(repo, "And what was the deploy target again?", args=("--continue",))
 
     requests = pi_world.pi_requests()[-3:]  # tool turn, its follow-up, the continued session
-    sequences = [_messages(request) for request in requests]
+    sequences = [messages_of(request) for request in requests]
     assert len(sequences) == 3
     assert any(m.get("role") == "tool" for m in sequences[1]), "the tool result reached the model"
     for earlier, later in itertools.pairwise(sequences):
         assert later[: len(earlier)] == earlier, "a provider request was not a prefix of the next"
     # Memory was delivered for both user requests, each right after its own user message.
-    assert _memory_after(sequences[0], "Where do we deploy? Then list the files.") is not None
-    assert _memory_after(sequences[2], "And what was the deploy target again?") is not None
+    assert memory_after(sequences[0], "Where do we deploy? Then list the files.") is not None
+    assert memory_after(sequences[2], "And what was the deploy target again?") is not None
 
 
 def test_a_second_registered_repository_never_receives_the_first_ones_fact(
@@ -125,9 +98,9 @@ def test_a_second_registered_repository_never_receives_the_first_ones_fact(
     pi_world.drain()
 
     pi_world.run(gamma, QUESTION)
-    (request,) = _requests_for(pi_world, QUESTION)
-    memory = _memory_after(_messages(request), QUESTION) or ""
-    assert "Zephyr" not in json.dumps(_messages(request))
+    (request,) = requests_for(pi_world, QUESTION)
+    memory = memory_after(messages_of(request), QUESTION) or ""
+    assert "Zephyr" not in json.dumps(messages_of(request))
     # The recall did run for gamma (it is registered): its own fact can come back.
     assert "Zephyr" not in memory
 
@@ -144,9 +117,9 @@ def test_an_unregistered_directory_gets_no_memory_and_makes_no_connection(
 
     completed = pi_world.run(elsewhere, QUESTION)
 
-    (request,) = _requests_for(pi_world, QUESTION)
-    assert _memory_after(_messages(request), QUESTION) is None
-    assert "hindsight-memory" not in json.dumps(_messages(request))
+    (request,) = requests_for(pi_world, QUESTION)
+    assert memory_after(messages_of(request), QUESTION) is None
+    assert "hindsight-memory" not in json.dumps(messages_of(request))
     assert canary.connections == 0
     assert completed.returncode == 0
     status = json.loads(pi_world.cli("outbox", "status", "--json").stdout)

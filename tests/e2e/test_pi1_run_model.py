@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_memory_loop import FACT, QUESTION, _memory_after, _messages, _requests_for
-from tests.integration.retain_support import BankView
 from tests.plugins.pi import PiRpc, PiWorld, make_repo
+from tests.support.pi_requests import FACT, QUESTION, memory_after, messages_of, requests_for
+from tests.support.retain import BankView
 
 # Only Pi 1.x has this run model (agent_settled, custom-message runs, retries inside one run);
 # `pi_world` runs these tests on the Pi 1.x of tests/plugins/pi_versions.py, Node 22 first on PATH.
@@ -188,13 +188,13 @@ def test_a_run_another_extension_starts_gets_no_recall_and_no_alarm(
     custom_runs = [
         request
         for request in world.pi_requests()
-        if any("Build finished" in json.dumps(m) for m in _messages(request))
+        if any("Build finished" in json.dumps(m) for m in messages_of(request))
     ]
     assert custom_runs, "the build watcher's run never reached the model"
-    assert not any("<hindsight-memory" in json.dumps(_messages(r)[-1]) for r in custom_runs)
+    assert not any("<hindsight-memory" in json.dumps(messages_of(r)[-1]) for r in custom_runs)
     outcomes = [record["outcome"] for record in _evidence(world)]
     assert outcomes[-2:] == ["delivered", "not_user_request"], outcomes
-    assert "Zephyr" in (_memory_after(_messages(_requests_for(world, QUESTION)[0]), QUESTION) or "")
+    assert "Zephyr" in (memory_after(messages_of(requests_for(world, QUESTION)[0]), QUESTION) or "")
 
 
 FLAKY = "A flaky question: where do we deploy production?"
@@ -228,9 +228,9 @@ def test_a_provider_failure_pi_retries_is_one_request_retained_once_without_the_
         assert rpc.close() == 0
 
     assert len(retries) == 1, "the stand-in's failure was not retried by Pi"
-    failed, retried = _requests_for(world, FLAKY)
-    assert "Zephyr" in (_memory_after(_messages(failed), FLAKY) or ""), _evidence(world)
-    assert _messages(retried) == _messages(failed)  # Pi sends the retry the same memory
+    failed, retried = requests_for(world, FLAKY)
+    assert "Zephyr" in (memory_after(messages_of(failed), FLAKY) or ""), _evidence(world)
+    assert messages_of(retried) == messages_of(failed)  # Pi sends the retry the same memory
     retained = _retained(world, session_id)
     assert list(retained.values()) == [
         [("user", FLAKY), ("assistant", "Production runs on Zephyr.")]
@@ -425,9 +425,9 @@ def test_switching_to_a_session_in_another_directory_re_resolves_scope_and_conse
     finally:
         assert rpc.close() == 0
 
-    assert "Zephyr" in (_memory_after(_messages(_requests_for(world, QUESTION)[0]), QUESTION) or "")
-    assert _memory_after(_messages(_requests_for(world, elsewhere)[0]), elsewhere) is None
-    assert "Zephyr" not in json.dumps(_messages(_requests_for(world, elsewhere)[0]))
+    assert "Zephyr" in (memory_after(messages_of(requests_for(world, QUESTION)[0]), QUESTION) or "")
+    assert memory_after(messages_of(requests_for(world, elsewhere)[0]), elsewhere) is None
+    assert "Zephyr" not in json.dumps(messages_of(requests_for(world, elsewhere)[0]))
     records = _evidence(world)
     home, away, again = records[-3:]
     assert away["sessionId"] == other_session and away["outcome"] == "not_registered"
@@ -463,6 +463,6 @@ def test_project_trust_is_not_memory_consent(world: PiWorld, tmp_path: Path) -> 
 
     records = _evidence(world)
     assert records[0]["outcome"] == "not_registered"
-    request = _requests_for(world, "A question in a trusted project.")[0]
-    assert _memory_after(_messages(request), "A question in a trusted project.") is None
-    assert "Zephyr" in (_memory_after(_messages(_requests_for(world, QUESTION)[0]), QUESTION) or "")
+    request = requests_for(world, "A question in a trusted project.")[0]
+    assert memory_after(messages_of(request), "A question in a trusted project.") is None
+    assert "Zephyr" in (memory_after(messages_of(requests_for(world, QUESTION)[0]), QUESTION) or "")

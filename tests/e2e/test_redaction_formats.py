@@ -18,8 +18,8 @@ from hindsight_client_api.api.documents_api import DocumentsApi
 from hindsight_client_api.api_client import ApiClient
 from hindsight_client_api.configuration import Configuration
 
-from tests.integration.retain_support import BankView
 from tests.plugins.pi import PiWorld, make_repo
+from tests.support.retain import BankView
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_budgets import _register
-from tests.integration.test_sidecar_process import SidecarProcess
 from tests.plugins.pi import LoopbackListener, PiRpc, PiWorld, make_repo
+from tests.support.retain import register
+from tests.support.sidecar import Sidecar
 
 pytestmark = [pytest.mark.pi]
 
@@ -29,7 +29,7 @@ def _hung_state(tmp_path: Path, url: str) -> tuple[Path, Path]:
         )
     )
     repo = make_repo(tmp_path / "repo", "https://example.com/team/reflect.git")
-    _register(state, repo)
+    register(state, repo)
     return state, repo
 
 
@@ -37,7 +37,7 @@ def test_only_reflect_waits_long_and_a_cancel_ends_it_at_once(
     black_hole: LoopbackListener, tmp_path: Path
 ) -> None:
     state, repo = _hung_state(tmp_path, black_hole.url)
-    sidecar = SidecarProcess(state)
+    sidecar = Sidecar(state)
     try:
         tools = {tool["name"]: tool for tool in sidecar.initialize(repo)["tools"]}
         assert tools["hindsight_memory"]["timeoutMs"] >= 120_000  # the host waits for reflect

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_memory_loop import _memory_after, _messages, _requests_for
 from tests.plugins.pi import PiWorld, make_repo
+from tests.support.pi_requests import memory_after, messages_of, requests_for
 
 pytestmark = [pytest.mark.server, pytest.mark.pi, pytest.mark.pi_only("1.x")]
 
@@ -27,9 +27,9 @@ NEEDED, SIMILAR = "Alembic", "named in the singular"
 
 
 def _memory(world: PiWorld, prompt: str) -> str | None:
-    requests = _requests_for(world, prompt)
+    requests = requests_for(world, prompt)
     assert requests, f"no provider request for {prompt!r}"
-    return _memory_after(_messages(requests[-1]), prompt)
+    return memory_after(messages_of(requests[-1]), prompt)
 
 
 def _evidence_of(world: PiWorld, prompt_index: int) -> dict[str, Any]:

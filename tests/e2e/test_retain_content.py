@@ -17,8 +17,8 @@ from hindsight_client_api.api.documents_api import DocumentsApi
 from hindsight_client_api.api_client import ApiClient
 from hindsight_client_api.configuration import Configuration
 
-from tests.integration.retain_support import BankView
 from tests.plugins.pi import PiWorld, make_repo
+from tests.support.retain import BankView
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 
@@ -42,6 +42,7 @@ def _configure(world: PiWorld, **retain: str) -> None:
     path.write_text(json.dumps(config))
 
 
+@pytest.mark.pi_both("request-end")
 def test_injected_memory_and_planted_secrets_are_never_retained(
     pi_world: PiWorld, tmp_path: Path
 ) -> None:

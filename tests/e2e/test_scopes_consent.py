@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.test_memory_loop import FACT, QUESTION, _memory_after, _messages, _requests_for
 from tests.plugins.pi import LoopbackListener, PiRpc, PiWorld, make_repo
+from tests.support.pi_requests import FACT, QUESTION, memory_after, messages_of, requests_for
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 
 
 def _memory_for(world: PiWorld, prompt: str) -> str | None:
-    requests = _requests_for(world, prompt)
+    requests = requests_for(world, prompt)
     assert requests, f"no provider request for {prompt!r}"
-    return _memory_after(_messages(requests[-1]), prompt)
+    return memory_after(messages_of(requests[-1]), prompt)
 
 
 def _point_at(world: PiWorld, url: str) -> None:
@@ -59,6 +58,7 @@ def _session_file_for(world: PiWorld, cwd: Path) -> Path:
     return max(candidates, key=lambda path: path.stat().st_mtime)
 
 
+@pytest.mark.pi_both("session-file")
 def test_a_resumed_session_keeps_its_scope_when_pi_runs_elsewhere(
     pi_world: PiWorld, tmp_path: Path
 ) -> None:
@@ -138,7 +138,7 @@ def test_declined_consent_registers_nothing_connects_nowhere_and_is_not_asked_ag
             lambda e: e.get("method") == "setStatus" and "off" in str(e.get("statusText")),
             "the off status line",
         )
-        time.sleep(1.0)
+        again.prompt("ok")  # a whole request later: a dialog would have come by now
         asked = [
             e
             for e in again.events

@@ -30,11 +30,11 @@ import pytest
 from pi_hindsight.cli.setup_cmd import install_extension
 from pi_hindsight.user_bank import os_account, personal_bank_id
 from tests.agent_models import AgentStandIn
-from tests.integration.retain_support import BankView
 from tests.plugins.pi import PI_TIMEOUT_S, make_repo, run_cli
 from tests.plugins.pi_versions import PiInstall
 from tests.plugins.standin import pi_env, write_pi_agent_dir
 from tests.plugins.team_server import TeamServer
+from tests.support.retain import BankView
 
 pytestmark = [pytest.mark.server, pytest.mark.pi, pytest.mark.pi_only("1.x")]
 

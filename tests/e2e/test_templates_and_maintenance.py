@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_tools import _script, _tool_result
 from tests.plugins.pi import PiRpc, PiWorld, make_repo
+from tests.support.pi_requests import last_tool_result, script_tool_call
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 
@@ -67,17 +67,17 @@ def test_the_agent_maintains_mental_models_dry_run_first(pi_world: PiWorld, tmp_
         "name": "Release process",
         "sourceQuery": "How do we release?",
     }
-    _script(pi_world, "plan a model", "hindsight_memory", arguments)
+    script_tool_call(pi_world, "plan a model", "hindsight_memory", arguments)
     pi_world.run(repo, "Please plan a model for releases.")
-    assert "Dry run" in _tool_result(pi_world)
+    assert "Dry run" in last_tool_result(pi_world)
     assert not any(model.get("name") == "Release process" for model in _models(pi_world, repo))
 
-    _script(pi_world, "create the model", "hindsight_memory", {**arguments, "apply": True})
+    script_tool_call(pi_world, "create the model", "hindsight_memory", {**arguments, "apply": True})
     pi_world.run(repo, "Please create the model for releases.")
     created = [model for model in _models(pi_world, repo) if model.get("name") == "Release process"]
     assert len(created) == 1
     assert created[0].get("tags") == ["project:example.com/team/models"]
 
-    _script(pi_world, "show the mission", "hindsight_memory", {"action": "mission"})
+    script_tool_call(pi_world, "show the mission", "hindsight_memory", {"action": "mission"})
     pi_world.run(repo, "Please show the mission.")
-    assert "mission" in _tool_result(pi_world).lower()
+    assert "mission" in last_tool_result(pi_world).lower()

@@ -14,39 +14,13 @@ import pytest
 
 from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.engine.scope import USER_SCOPE_TAGS
-from tests.e2e.test_memory_loop import FACT
 from tests.plugins.pi import PiWorld, make_repo
+from tests.support.pi_requests import FACT, last_tool_result, script_tool_call
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
 
 REMOTE = "https://example.com/team/tools.git"
 TAGS = ("project:example.com/team/tools",)
-
-
-def _script(world: PiWorld, match: str, tool: str, arguments: dict[str, Any]) -> None:
-    world.standin.set_script(
-        {
-            "rules": [
-                {
-                    "match": match,
-                    "tool_calls": [{"name": tool, "arguments": arguments}],
-                    "then_reply": "TOOL SAID: {tool_result}",
-                }
-            ],
-            "default_reply": "Understood.",
-        }
-    )
-
-
-def _tool_result(world: PiWorld) -> str:
-    """The text of the last tool result the model received."""
-    for request in reversed(world.pi_requests()):
-        messages = request["body"]["messages"]  # type: ignore[index]
-        for message in reversed(messages):
-            if message.get("role") == "tool":
-                content = message.get("content")
-                return content if isinstance(content, str) else json.dumps(content)
-    raise AssertionError("no tool result reached the model")
 
 
 def _configure(world: PiWorld, **extra: Any) -> None:
@@ -65,39 +39,40 @@ def tools_repo(pi_world: PiWorld, tmp_path: Path) -> Path:
     return repo
 
 
+@pytest.mark.pi_both("tool-params")
 def test_recall_searches_further_inside_the_scope_only(pi_world: PiWorld, tools_repo: Path) -> None:
-    _script(
+    script_tool_call(
         pi_world,
         "search memory",
         "hindsight_memory",
         {"action": "recall", "query": "deploy target"},
     )
     pi_world.run(tools_repo, "Please search memory for the deploy target.")
-    result = _tool_result(pi_world)
+    result = last_tool_result(pi_world)
     assert "Zephyr" in result and "reference material" in result
     # A call that tries to widen the scope is refused (tags are not a parameter).
-    _script(
+    script_tool_call(
         pi_world,
         "widen",
         "hindsight_memory",
         {"action": "recall", "query": "deploy", "tags": ["project:other"]},
     )
     pi_world.run(tools_repo, "Please widen the search.")
-    refused = _tool_result(pi_world)
+    refused = last_tool_result(pi_world)
     assert "Zephyr" not in refused and ("tags" in refused or "additional" in refused.lower())
 
 
 def test_reflect_answers_with_only_the_evidence_ids_the_backend_returned(
     pi_world: PiWorld, tools_repo: Path
 ) -> None:
-    _script(
+    script_tool_call(
         pi_world,
         "think about",
         "hindsight_memory",
         {"action": "reflect", "query": "Where do we deploy?"},
     )
     pi_world.run(tools_repo, "Please think about our deployment.")
-    result = _tool_result(pi_world)
+    result = last_tool_result(pi_world)
     assert "Synthesised by Hindsight" in result
     cited = re.findall(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", result)
     assert cited, result
@@ -126,22 +101,22 @@ def test_reflect_answers_with_only_the_evidence_ids_the_backend_returned(
 def test_a_memo_refresh_id_can_be_followed_after_a_restart_and_foreign_ids_are_refused(
     pi_world: PiWorld, tools_repo: Path, tmp_path: Path
 ) -> None:
-    _script(pi_world, "refresh the memo", "hindsight_memory", {"action": "refresh_memo"})
+    script_tool_call(pi_world, "refresh the memo", "hindsight_memory", {"action": "refresh_memo"})
     pi_world.run(tools_repo, "Please refresh the memo.")
-    accepted = _tool_result(pi_world)
+    accepted = last_tool_result(pi_world)
     match = re.search(r'"operationId": "([0-9a-f-]{36})"', accepted)
     assert match, accepted
     operation_id = match.group(1)
 
     # A new Pi process (a new sidecar) looks it up.
-    _script(
+    script_tool_call(
         pi_world,
         "check the refresh",
         "hindsight_memory",
         {"action": "status", "operationId": operation_id},
     )
     pi_world.run(tools_repo, "Please check the refresh.")
-    looked_up = _tool_result(pi_world)
+    looked_up = last_tool_result(pi_world)
     assert f"startup memo operation {operation_id}:" in looked_up
     assert re.search(r": (pending|processing|completed)", looked_up)
 
@@ -154,28 +129,28 @@ def test_a_memo_refresh_id_can_be_followed_after_a_restart_and_foreign_ids_are_r
         ).fetchone()[0]
     finally:
         connection.close()
-    _script(
+    script_tool_call(
         pi_world,
         "check that one",
         "hindsight_memory",
         {"action": "status", "operationId": retain_operation},
     )
     pi_world.run(tools_repo, "Please check that one.")
-    refused = _tool_result(pi_world)
+    refused = last_tool_result(pi_world)
     assert "not a startup-memo operation of this scope" in refused
     assert "retain" not in refused.lower() or "refresh_memo" in refused
 
     # Another registered scope cannot look up this scope's refresh either.
     other = make_repo(tmp_path / "other", "https://example.com/team/other.git")
     pi_world.register(other)
-    _script(
+    script_tool_call(
         pi_world,
         "check the refresh",
         "hindsight_memory",
         {"action": "status", "operationId": operation_id},
     )
     pi_world.run(other, "Please check the refresh.")
-    assert "not a startup-memo operation of this scope" in _tool_result(pi_world)
+    assert "not a startup-memo operation of this scope" in last_tool_result(pi_world)
 
 
 def test_retain_global_writes_only_the_user_bank_and_automatic_retain_never_does(
@@ -190,14 +165,14 @@ def test_retain_global_writes_only_the_user_bank_and_automatic_retain_never_does
     repo = make_repo(tmp_path / "global", REMOTE)
     pi_world.register(repo)
     pi_world.run(repo, FACT)
-    _script(
+    script_tool_call(
         pi_world,
         "remember everywhere",
         "hindsight_retain_global",
         {"content": "The user prefers tabs over spaces in every project."},
     )
     pi_world.run(repo, "Please remember everywhere that I prefer tabs.")
-    assert "Queued for the User bank" in _tool_result(pi_world)
+    assert "Queued for the User bank" in last_tool_result(pi_world)
     pi_world.drain()
 
     async def texts(bank: str, tags: tuple[str, ...]) -> list[str]:
@@ -228,12 +203,13 @@ def test_retain_global_refuses_clearly_without_a_user_bank(
     assert "User bank is not part of profile project-only" in completed.stdout
 
 
+@pytest.mark.pi_both("tool-params")
 def test_invalid_arguments_are_a_tool_error_that_says_what_was_wrong(
     pi_world: PiWorld, tools_repo: Path
 ) -> None:
-    _script(pi_world, "bad call", "hindsight_memory", {"action": "recall"})
+    script_tool_call(pi_world, "bad call", "hindsight_memory", {"action": "recall"})
     pi_world.run(tools_repo, "Please make a bad call.")
-    assert "needs a non-empty 'query'" in _tool_result(pi_world)
+    assert "needs a non-empty 'query'" in last_tool_result(pi_world)
 
 
 def test_cli_parity_for_recall_and_status(pi_world: PiWorld, tools_repo: Path) -> None:
@@ -246,14 +222,14 @@ def test_cli_parity_for_recall_and_status(pi_world: PiWorld, tools_repo: Path) -
 def test_an_explicit_project_note_reaches_project_memory(
     pi_world: PiWorld, tools_repo: Path
 ) -> None:
-    _script(
+    script_tool_call(
         pi_world,
         "note that",
         "hindsight_memory",
         {"action": "retain", "content": "The nightly build runs on the Wombat runner."},
     )
     pi_world.run(tools_repo, "Please note that the nightly build runs on Wombat.")
-    assert "Queued for project memory" in _tool_result(pi_world)
+    assert "Queued for project memory" in last_tool_result(pi_world)
     pi_world.drain()
     recalled = json.loads(
         pi_world.cli(

@@ -16,16 +16,9 @@ so nothing is contacted; calls that would need it fail fast with an answer.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
-import queue
-import subprocess
-import sys
-import threading
-import time
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +27,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.support.sidecar import Sidecar
 
 FRAMES_PER_EXAMPLE = 20
 EXAMPLES = 520  # x 20 frames: over 10,000 frames per test
@@ -55,98 +50,12 @@ SESSION_METHODS = [
 ]
 
 
-class FuzzedSidecar:
-    """One ``serve`` process; a thread reads and checks every line it writes."""
-
-    def __init__(self, state_dir: Path, agent_dir: Path) -> None:
-        env = dict(
-            os.environ,
-            PI_HINDSIGHT_STATE_DIR=str(state_dir),
-            PI_CODING_AGENT_DIR=str(agent_dir),
-        )
-        for variable in ("HINDSIGHT_BASE_URL", "HINDSIGHT_API_KEY"):
-            env.pop(variable, None)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "pi_hindsight", "serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-        self.answers: Counter[Any] = Counter()
-        self.bad_lines: list[bytes] = []
-        self.frames_sent = 0
-        self._arrived: queue.Queue[Any] = queue.Queue()
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            try:
-                message = json.loads(line)
-            except ValueError:
-                self.bad_lines.append(line)
-                continue
-            if not _is_protocol_message(message):
-                self.bad_lines.append(line)
-                continue
-            if "method" in message:
-                continue  # a notification of the sidecar's own (ready, notify, status)
-            with self._lock:
-                self.answers[_key(message["id"])] += 1
-            self._arrived.put(message["id"])
-
-    def write(self, data: bytes) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(data)
-        self.process.stdin.flush()
-
-    def wait_for(self, ids: set[Any]) -> None:
-        """Until every id in ``ids`` has an answer (fails after ANSWER_TIMEOUT_S)."""
-        deadline = time.monotonic() + ANSWER_TIMEOUT_S
-        missing = {_key(item) for item in ids}
-        while True:
-            with self._lock:
-                missing = {item for item in missing if self.answers[item] == 0}
-            if not missing:
-                return
-            assert self.process.poll() is None, f"the sidecar died ({self.process.returncode})"
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, f"no answer for {sorted(map(repr, missing))[:5]}"
-            with contextlib.suppress(queue.Empty):
-                self._arrived.get(timeout=min(remaining, 0.5))
-
-    def call(self, request_id: str, method: str, params: dict[str, Any]) -> None:
-        self.write(
-            json.dumps(
-                {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-            ).encode()
-            + b"\n"
-        )
-        self.wait_for({request_id})
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(timeout=10)
-        self._reader.join(timeout=5)
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                stream.close()
-
-
-def _is_protocol_message(message: object) -> bool:
-    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-        return False
-    if "method" in message:
-        return isinstance(message["method"], str) and "id" not in message
-    return "id" in message and (("result" in message) != ("error" in message))
-
-
-def _key(request_id: Any) -> Any:
-    return ("int", request_id) if isinstance(request_id, int) else ("str", request_id)
+def fuzzed_sidecar(state_dir: Path, agent_dir: Path) -> Sidecar:
+    """One ``serve`` process with no Hindsight configured; its stderr is not kept."""
+    env = dict(os.environ, PI_CODING_AGENT_DIR=str(agent_dir))
+    for variable in ("HINDSIGHT_BASE_URL", "HINDSIGHT_API_KEY"):
+        env.pop(variable, None)
+    return Sidecar(state_dir, env=env, stderr=False)
 
 
 def _expected_id(sent: str) -> str:
@@ -328,23 +237,22 @@ def fuzz_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
     yield root / "state", root / "agent", cwd
 
 
-def _run_batch(sidecar: FuzzedSidecar, batch: list[Frame]) -> None:
-    sidecar.write(b"".join(frame.data for frame in batch))
-    sidecar.frames_sent += len(batch)
+def _run_batch(sidecar: Sidecar, batch: list[Frame], sent: list[int]) -> None:
+    sidecar.send_raw(b"".join(frame.data for frame in batch))
+    sent[0] += len(batch)
     tracked = {frame.tracked_id for frame in batch if frame.tracked_id is not None}
-    sidecar.wait_for(tracked)
+    sidecar.answered(tracked, timeout=ANSWER_TIMEOUT_S)
     assert sidecar.process.poll() is None, "the sidecar died"
     assert not sidecar.bad_lines, f"non-protocol output: {sidecar.bad_lines[:3]!r}"
-    with sidecar._lock:
-        twice = [key for key in map(_key, tracked) if sidecar.answers[key] != 1]
+    twice = [key for key in tracked if sidecar.answer_count(key) != 1]
     assert not twice, f"answered more than once: {twice[:5]!r}"
 
 
-def _check_still_serving(sidecar: FuzzedSidecar, cwd: Path) -> None:
-    sidecar.call("after-1", "initialize", {"protocolVersion": 1, "cwd": str(cwd), "sessionId": "z"})
-    sidecar.call("after-2", "status", {})
-    with sidecar._lock:
-        assert sidecar.answers[_key("after-1")] == 1 and sidecar.answers[_key("after-2")] == 1
+def _check_still_serving(sidecar: Sidecar, cwd: Path) -> None:
+    params = {"protocolVersion": 1, "cwd": str(cwd), "sessionId": "z"}
+    sidecar.request("initialize", params, request_id="after-1", timeout=ANSWER_TIMEOUT_S)
+    sidecar.request("status", {}, request_id="after-2", timeout=ANSWER_TIMEOUT_S)
+    assert sidecar.answer_count("after-1") == 1 and sidecar.answer_count("after-2") == 1
 
 
 FUZZ_SETTINGS = settings(
@@ -361,27 +269,28 @@ FUZZ_SETTINGS = settings(
 
 
 @pytest.fixture(scope="module")
-def before_initialize(fuzz_dirs: tuple[Path, Path, Path]) -> Iterator[FuzzedSidecar]:
+def before_initialize(fuzz_dirs: tuple[Path, Path, Path]) -> Iterator[Sidecar]:
     state, agent, _ = fuzz_dirs
-    sidecar = FuzzedSidecar(state / "a", agent)
+    sidecar = fuzzed_sidecar(state / "a", agent)
     yield sidecar
     sidecar.close()
 
 
 @pytest.fixture(scope="module")
-def with_sessions(fuzz_dirs: tuple[Path, Path, Path]) -> Iterator[FuzzedSidecar]:
+def with_sessions(fuzz_dirs: tuple[Path, Path, Path]) -> Iterator[Sidecar]:
     state, agent, _ = fuzz_dirs
-    sidecar = FuzzedSidecar(state / "b", agent)
+    sidecar = fuzzed_sidecar(state / "b", agent)
     yield sidecar
     sidecar.close()
 
 
 def test_no_frame_before_initialize_kills_or_silences_the_sidecar(
-    before_initialize: FuzzedSidecar, fuzz_dirs: tuple[Path, Path, Path]
+    before_initialize: Sidecar, fuzz_dirs: tuple[Path, Path, Path]
 ) -> None:
     """Frames of every kind to a sidecar that never gets ``initialize``: every request still has
     exactly one answer, nothing but protocol lines come out, and it keeps serving."""
     cwd = str(fuzz_dirs[2])
+    sent = [0]  # frames written
 
     @FUZZ_SETTINGS
     @given(
@@ -390,25 +299,26 @@ def test_no_frame_before_initialize_kills_or_silences_the_sidecar(
         )
     )
     def property_holds(batch: list[Frame]) -> None:
-        _run_batch(before_initialize, batch)
+        _run_batch(before_initialize, batch, sent)
 
     property_holds()
-    assert before_initialize.frames_sent >= 10_000, before_initialize.frames_sent
+    assert sent[0] >= 10_000, sent[0]
     _check_still_serving(before_initialize, fuzz_dirs[2])
 
 
 def test_no_frame_with_sessions_kills_or_silences_the_sidecar(
-    with_sessions: FuzzedSidecar, fuzz_dirs: tuple[Path, Path, Path]
+    with_sessions: Sidecar, fuzz_dirs: tuple[Path, Path, Path]
 ) -> None:
     """The same, with ``initialize`` frames among the rest (valid and not, other directories,
     other protocol versions), so session methods run with and without a session."""
     cwd = str(fuzz_dirs[2])
+    sent = [0]  # frames written
 
     @FUZZ_SETTINGS
     @given(st.lists(frames(methods, cwd), min_size=FRAMES_PER_EXAMPLE, max_size=FRAMES_PER_EXAMPLE))
     def property_holds(batch: list[Frame]) -> None:
-        _run_batch(with_sessions, batch)
+        _run_batch(with_sessions, batch, sent)
 
     property_holds()
-    assert with_sessions.frames_sent >= 10_000, with_sessions.frames_sent
+    assert sent[0] >= 10_000, sent[0]
     _check_still_serving(with_sessions, fuzz_dirs[2])

@@ -22,7 +22,7 @@ from pi_hindsight.maintenance.mental_models import (
     update_model,
 )
 from pi_hindsight.maintenance.missions import read_missions, update_missions
-from tests.integration.maintenance_support import T, create_bank, fresh_bank, settle, snapshot
+from tests.support.maintenance import T, create_bank, fresh_bank, settle, snapshot
 
 pytestmark = pytest.mark.server
 

@@ -19,8 +19,9 @@ from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.backend.records import BankMissions, RetainItem
 from pi_hindsight.engine.render import estimate_tokens
 from pi_hindsight.engine.scope import USER_SCOPE_TAGS
-from tests.integration.test_sidecar_process import SidecarProcess
 from tests.plugins.pi import LoopbackListener, make_repo
+from tests.support.retain import register
+from tests.support.sidecar import Sidecar
 
 pytestmark = pytest.mark.server
 
@@ -87,23 +88,6 @@ def _sections(text: str) -> dict[str, str]:
     return {part.split("\n", 1)[0]: part for part in parts[1:]}
 
 
-def _register(state: Path, repo: Path) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pi_hindsight",
-            "scope",
-            "register",
-            str(repo),
-            "--state-dir",
-            str(state),
-        ],
-        check=True,
-        capture_output=True,
-    )
-
-
 def test_budgets_are_never_exceeded_across_a_varied_corpus(
     hindsight_server: Any, tmp_path: Path
 ) -> None:
@@ -137,8 +121,8 @@ def test_budgets_are_never_exceeded_across_a_varied_corpus(
                 }
             )
         )
-        _register(state, repo)
-        sidecar = SidecarProcess(state)
+        register(state, repo)
+        sidecar = Sidecar(state)
         try:
             assert sidecar.initialize(repo, f"s{index}")["enabled"] is True
             for number, query in enumerate(queries):
@@ -188,8 +172,8 @@ def test_recall_respects_its_timeout_and_a_cancel_ends_it_at_once(
         json.dumps({"hindsight": {"baseUrl": black_hole.url}, "recall": {"timeoutMs": 1500}})
     )
     repo = make_repo(tmp_path / "repo", "https://example.com/team/hung.git")
-    _register(state, repo)
-    sidecar = SidecarProcess(state)
+    register(state, repo)
+    sidecar = Sidecar(state)
     try:
         sidecar.initialize(repo)
         started = time.monotonic()

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from pi_hindsight.hosts.claude_code import runtime
 from pi_hindsight.hosts.claude_code.cursors import Cursor, CursorStore
 from pi_hindsight.hosts.claude_code.hook import TIMEOUTS_S, DaemonUnavailable, call
-from tests.claude_code_support import (
+from tests.plugins.pi import make_repo
+from tests.support.claude_code import (
     HOOK,
     Transcript,
     daemon_pid,
@@ -31,8 +32,7 @@ from tests.claude_code_support import (
     run_hook,
     wait_gone,
 )
-from tests.integration.retain_support import register, write_config
-from tests.plugins.pi import make_repo
+from tests.support.retain import register, write_config
 
 OUTPUT_KEYS = {"hookSpecificOutput", "systemMessage"}
 

@@ -91,6 +91,7 @@ def _body(n: int) -> str:
     )
 
 
+@pytest.mark.pi_both("session-file")
 def test_explain_pairs_each_request_with_its_real_pi_conversation(
     pi_session: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -5,10 +5,7 @@ repository, and each bad file is one warning naming it. No Hindsight needed."""
 from __future__ import annotations
 
 import json
-import os
 import resource
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from pi_hindsight.cli.main import cli
-from tests.hostile_files import HOSTILE
-from tests.integration.test_sidecar_process import SidecarProcess
+from tests.support.hostile_files import HOSTILE
+from tests.support.sidecar import Sidecar
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -28,32 +25,16 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (_MEMORY_LIMIT, _MEMORY_LIMIT))
 
 
-class BoundedSidecar(SidecarProcess):
-    def __init__(self, state_dir: Path) -> None:  # the parent's, with a memory bound
-        env = dict(os.environ, PI_HINDSIGHT_STATE_DIR=str(state_dir))
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "pi_hindsight", "serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            preexec_fn=_limit_memory,  # noqa: PLW1509 - only setrlimit, before exec
-        )
-        self.ready = self.read()
+def bounded_sidecar(state_dir: Path) -> Sidecar:
+    """A sidecar with a memory bound."""
+    return Sidecar(state_dir, preexec_fn=_limit_memory)
 
-    def initialize_with(self, cwd: Path, session_file: Path | None = None) -> dict[str, Any]:
-        params: dict[str, Any] = {
-            "protocolVersion": 1,
-            "cwd": str(cwd),
-            "sessionId": "s-hostile",
-            "hasUI": False,
-        }
-        if session_file is not None:
-            params["sessionFile"] = str(session_file)
-        answer = self.call(1, "initialize", params)
-        assert "result" in answer, answer
-        result: dict[str, Any] = answer["result"]
-        return result
+
+def initialize_with(
+    sidecar: Sidecar, cwd: Path, session_file: Path | None = None
+) -> dict[str, Any]:
+    extra = {} if session_file is None else {"sessionFile": str(session_file)}
+    return sidecar.initialize(cwd, "s-hostile", **extra)
 
 
 def _registered_repo(tmp_path: Path) -> Path:
@@ -83,15 +64,15 @@ def test_hostile_config_and_repository_files_never_turn_memory_off(
     config, project = isolated_dirs / "config.json", repo / ".pi" / "hindsight.json"
     make(config)
     make(project)
-    sidecar = BoundedSidecar(isolated_dirs)
+    sidecar = bounded_sidecar(isolated_dirs)
     try:
         assert sidecar.ready["method"] == "ready"
-        result = sidecar.initialize_with(repo)
+        result = initialize_with(sidecar, repo)
         assert result["enabled"] is True, result["offReason"]
         (user_warning,) = _warnings_naming(result, config)
         (repo_warning,) = _warnings_naming(result, project)
         assert fragment in user_warning and fragment in repo_warning
-        status = sidecar.call(2, "status", {})["result"]
+        status = sidecar.request("status", request_id=2, params={})["result"]
         assert len(status["config"]["problems"]) == 2
     finally:
         sidecar.close()
@@ -105,9 +86,9 @@ def test_a_repository_file_with_many_bad_keys_is_one_warning(
     hostile: dict[str, Any] = {"enabled": True, "hindsight": {"baseUrl": "http://evil.example"}}
     hostile.update({f"key{number}": {"deep": number} for number in range(21)})
     (repo / ".pi" / "hindsight.json").write_text(json.dumps(hostile))
-    sidecar = BoundedSidecar(isolated_dirs)
+    sidecar = bounded_sidecar(isolated_dirs)
     try:
-        result = sidecar.initialize_with(repo)
+        result = initialize_with(sidecar, repo)
         assert result["enabled"] is True
         assert len(result["notices"]) == 1
         assert "23 setting(s) ignored" in result["notices"][0]["message"]
@@ -131,9 +112,9 @@ def test_a_hostile_session_file_never_stops_initialize(
     repo = _registered_repo(tmp_path)
     session = tmp_path / "session.jsonl"
     HOSTILE[kind][0](session)
-    sidecar = BoundedSidecar(isolated_dirs)
+    sidecar = bounded_sidecar(isolated_dirs)
     try:
-        result = sidecar.initialize_with(repo, session)
+        result = initialize_with(sidecar, repo, session)
         assert result["enabled"] is True
     finally:
         sidecar.close()
@@ -152,9 +133,9 @@ def test_bad_lines_in_a_session_file_are_skipped_and_its_start_directory_kept(
         + b"x" * (17 * 1024 * 1024)
         + b"\n"
     )
-    sidecar = BoundedSidecar(isolated_dirs)
+    sidecar = bounded_sidecar(isolated_dirs)
     try:
-        result = sidecar.initialize_with(tmp_path, session)  # Pi runs elsewhere now
+        result = initialize_with(sidecar, tmp_path, session)  # Pi runs elsewhere now
         assert result["enabled"] is True  # the header's directory (registered) was kept
     finally:
         sidecar.close()

@@ -7,15 +7,16 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pi_hindsight.stores.outbox import Outbox
-from tests.integration.retain_support import Sidecar, exchange, register, write_config
 from tests.plugins.pi import make_repo
+from tests.support.retain import exchange, register, write_config
+from tests.support.sidecar import Sidecar
+from tests.support.waiting import wait_until
 
 
 class _AlwaysHealthy(http.server.BaseHTTPRequestHandler):
@@ -71,8 +72,11 @@ def test_answers_that_do_not_parse_never_dead_letter_and_never_leak_parser_text(
         assert tool["isError"] is True
         text = json.dumps(tool)
         assert "validation error" not in text and "pydantic" not in text
-        time.sleep(3)  # the worker tries, fails, backs off (and would have dead-lettered before)
-        status = sidecar.call("status", {})
+        # The worker tries, fails and backs off (it would have dead-lettered before).
+        status = wait_until(
+            lambda: (found := sidecar.call("status", {}))["outbox"]["lastError"] and found,
+            "the retain worker's first attempt",
+        )
         assert status["outbox"]["dead"] == 0
         assert status["outbox"]["pending"] == 3
         assert "not Hindsight" in (status["outbox"]["lastError"] or "")

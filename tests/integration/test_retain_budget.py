@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from pi_hindsight.engine.budget import CHECK_EVERY_S
-from tests.integration.retain_support import (
+from tests.plugins.pi import make_repo
+from tests.support.retain import (
     BankView,
-    Sidecar,
     exchange,
     marker,
     outbox_status,
@@ -27,7 +27,7 @@ from tests.integration.retain_support import (
     wait_until_delivered,
     write_config,
 )
-from tests.plugins.pi import make_repo
+from tests.support.sidecar import Sidecar
 
 pytestmark = [pytest.mark.server]
 

@@ -17,10 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.retain_support import (
+from tests.plugins.pi import make_repo
+from tests.support.retain import (
     BankView,
-    Sidecar,
-    SidecarGone,
     exchange,
     marker,
     outbox_status,
@@ -28,7 +27,7 @@ from tests.integration.retain_support import (
     wait_until_delivered,
     write_config,
 )
-from tests.plugins.pi import make_repo
+from tests.support.sidecar import Sidecar, SidecarGone
 
 pytestmark = [pytest.mark.server]
 

@@ -18,17 +18,17 @@ from typing import Any
 import pytest
 
 from pi_hindsight.launcher import ServerInfo, start_server, stop_server
-from tests.integration.retain_support import (
+from tests.plugins.hindsight_server import SERVER_URL_ENV, llm_mode_for_tests
+from tests.plugins.pi import make_repo
+from tests.support.retain import (
     BankView,
-    Sidecar,
     exchange,
     marker,
     register,
     wait_until_delivered,
     write_config,
 )
-from tests.plugins.hindsight_server import SERVER_URL_ENV, llm_mode_for_tests
-from tests.plugins.pi import make_repo
+from tests.support.sidecar import Sidecar
 
 pytestmark = [pytest.mark.server]
 

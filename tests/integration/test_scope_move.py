@@ -15,7 +15,8 @@ from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.errors import BackendUnavailable
 from pi_hindsight.maintenance.mental_models import create_model
 from pi_hindsight.maintenance.move import MoveSelection, ScopeRef, move_scope, plan_move
-from tests.integration.maintenance_support import (
+from tests.plugins.scripted_backend import ScriptedBackend
+from tests.support.maintenance import (
     T,
     create_bank,
     fresh_bank,
@@ -24,7 +25,6 @@ from tests.integration.maintenance_support import (
     scope_contents,
     settle,
 )
-from tests.plugins.scripted_backend import ScriptedBackend
 
 pytestmark = pytest.mark.server
 QUERY = "Where does the project keep its build cache?"

@@ -19,9 +19,9 @@ import pytest
 from pi_hindsight.backend.records import RetainItem
 from pi_hindsight.stores.outbox import Outbox
 from pi_hindsight.stores.outbox_items import RetainRequest
-from tests.integration.retain_support import BankView
-from tests.pi_sessions import Exchange, write_session
 from tests.plugins.pi import make_repo
+from tests.support.pi_sessions import Exchange, write_session
+from tests.support.retain import BankView
 
 pytestmark = pytest.mark.server
 

@@ -17,15 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.retain_support import (
-    BankView,
-    Sidecar,
-    exchange,
-    marker,
-    register,
-    write_config,
-)
 from tests.plugins.pi import make_repo
+from tests.support.retain import BankView, exchange, marker, register, write_config
+from tests.support.sidecar import Sidecar
 
 UNREACHABLE = "http://127.0.0.1:9"  # nothing listens: delivery waits, the outbox keeps the work
 

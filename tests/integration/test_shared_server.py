@@ -32,16 +32,10 @@ import pytest
 
 from pi_hindsight.errors import BackendAuthRejected
 from pi_hindsight.launcher.procs import cmdline
-from tests.integration.retain_support import (
-    BankView,
-    Sidecar,
-    exchange,
-    marker,
-    register,
-    wait_until_delivered,
-)
 from tests.plugins.pi import make_repo
 from tests.plugins.team_server import KEY_VAR, TeamServer
+from tests.support.retain import BankView, exchange, marker, register, wait_until_delivered
+from tests.support.sidecar import Sidecar
 
 pytestmark = [pytest.mark.server]
 

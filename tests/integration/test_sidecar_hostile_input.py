@@ -17,26 +17,28 @@ from typing import Any
 import pytest
 
 from pi_hindsight.stores.outbox import Outbox
-from tests.integration.test_sidecar_process import SidecarProcess
 from tests.plugins.pi import LoopbackListener, make_repo
+from tests.support.sidecar import Sidecar
 
 
 @pytest.fixture
 def sidecar(isolated_dirs: Path) -> Any:
-    process = SidecarProcess(isolated_dirs)
+    process = Sidecar(isolated_dirs)
     yield process
     process.close()
 
 
-def _alive_and_serving(sidecar: SidecarProcess, request_id: int = 999) -> None:
-    answer = sidecar.call(request_id, "status", {})
+def _alive_and_serving(sidecar: Sidecar, request_id: int = 999) -> None:
+    answer = sidecar.request("status", request_id=request_id, params={})
     assert answer["id"] == request_id and "result" in answer, answer
     assert sidecar.process.poll() is None
 
 
-def _initialize(sidecar: SidecarProcess, cwd: Path, session_id: str = "s-1") -> dict[str, Any]:
-    answer = sidecar.call(
-        1, "initialize", {"protocolVersion": 1, "cwd": str(cwd), "sessionId": session_id}
+def _initialize(sidecar: Sidecar, cwd: Path, session_id: str = "s-1") -> dict[str, Any]:
+    answer = sidecar.request(
+        "initialize",
+        request_id=1,
+        params={"protocolVersion": 1, "cwd": str(cwd), "sessionId": session_id},
     )
     result: dict[str, Any] = answer["result"]
     return result
@@ -44,7 +46,7 @@ def _initialize(sidecar: SidecarProcess, cwd: Path, session_id: str = "s-1") -> 
 
 @pytest.mark.parametrize("cancelled", [[1], {"a": 1}, 1.5, True, None])
 def test_a_cancel_naming_an_unhashable_id_does_not_kill_the_sidecar(
-    sidecar: SidecarProcess, cancelled: object
+    sidecar: Sidecar, cancelled: object
 ) -> None:
     """Issue 9: ``$/cancelRequest`` with ``{"id": [1]}`` (or an object id) raised TypeError
     (unhashable id) and the sidecar exited 1."""
@@ -52,7 +54,7 @@ def test_a_cancel_naming_an_unhashable_id_does_not_kill_the_sidecar(
     _alive_and_serving(sidecar)
 
 
-def test_a_deeply_nested_frame_is_answered_and_the_sidecar_lives(sidecar: SidecarProcess) -> None:
+def test_a_deeply_nested_frame_is_answered_and_the_sidecar_lives(sidecar: Sidecar) -> None:
     """Issue 9: a 2 KB frame nested 1,000 levels deep let RecursionError escape
     ``protocol.decode`` and the sidecar exited 1."""
     frame = b'{"jsonrpc":"2.0","id":41,"method":"status","params":{"a":'
@@ -66,7 +68,7 @@ def test_a_deeply_nested_frame_is_answered_and_the_sidecar_lives(sidecar: Sideca
 
 
 def test_a_lone_surrogate_id_is_answered_with_a_replacement_character(
-    sidecar: SidecarProcess,
+    sidecar: Sidecar,
 ) -> None:
     """Issue 9: ``"id":"\\ud800"`` was echoed as is, encoding failed inside ``send()``, and the
     sidecar went silent and exited 0. The same through command and tool arguments."""
@@ -99,7 +101,7 @@ def test_a_lone_surrogate_in_a_turn_is_retained_not_lost(
         capture_output=True,
         env=dict(os.environ, PI_HINDSIGHT_STATE_DIR=str(isolated_dirs)),
     )
-    sidecar = SidecarProcess(isolated_dirs)
+    sidecar = Sidecar(isolated_dirs)
     try:
         assert _initialize(sidecar, repo)["enabled"] is True
         messages = (
@@ -124,13 +126,15 @@ def test_a_lone_surrogate_in_a_turn_is_retained_not_lost(
     assert "cut here \ufffd" in content and "fine \ufffd end" in content
 
 
-def test_a_session_call_before_initialize_is_an_invalid_request(sidecar: SidecarProcess) -> None:
+def test_a_session_call_before_initialize_is_an_invalid_request(sidecar: Sidecar) -> None:
     """Issue 9: ``consent`` before ``initialize`` answered -32603 (internal error) instead of an
     invalid-request error."""
-    answer = sidecar.call(3, "consent", {"accepted": True})
+    answer = sidecar.request("consent", request_id=3, params={"accepted": True})
     assert answer["error"]["code"] == -32600
     assert "initialize" in answer["error"]["message"]
-    answer = sidecar.call(4, "command", {"name": "hindsight:register", "accepted": True})
+    answer = sidecar.request(
+        "command", request_id=4, params={"name": "hindsight:register", "accepted": True}
+    )
     assert answer["error"]["code"] == -32600
 
 
@@ -138,7 +142,7 @@ def test_a_payload_size_beyond_sqlite_integers_is_refused_cleanly(
     isolated_dirs: Path, tmp_path: Path
 ) -> None:
     """Issue 9: ``confirmDelivery`` with ``payloadBytes`` >= 2**63 logged an OverflowError."""
-    sidecar = SidecarProcess(isolated_dirs)
+    sidecar = Sidecar(isolated_dirs)
     try:
         _initialize(sidecar, tmp_path)
         sidecar.send(
@@ -161,7 +165,7 @@ def test_the_sidecar_log_is_owner_only(isolated_dirs: Path) -> None:
     logs.mkdir(parents=True)
     (logs / "sidecar.log").write_text("from an older version\n")
     (logs / "sidecar.log").chmod(0o644)
-    sidecar = SidecarProcess(isolated_dirs)
+    sidecar = Sidecar(isolated_dirs)
     try:
         _alive_and_serving(sidecar)
     finally:
@@ -176,10 +180,20 @@ def _peak_rss_kb(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
-def test_a_flood_of_unread_requests_is_bounded(sidecar: SidecarProcess) -> None:
+def test_a_flood_of_unread_requests_is_bounded(isolated_dirs: Path) -> None:
     """Issue 9, item 7: 500,000 requests the sidecar had not read yet grew it to 338 MB (every
     line was queued, and a task started for each). Reading now waits for room, so the flood
     waits in the pipe; every request is still answered, in bounded memory."""
+    sidecar = Sidecar(isolated_dirs, reading=False)  # nobody reads its stdout: that is the test
+    try:
+        _flood(sidecar)
+    finally:
+        sidecar.close()
+
+
+def _flood(sidecar: Sidecar) -> None:
+    assert sidecar.process.stdout is not None
+    assert json.loads(sidecar.process.stdout.readline())["method"] == "ready"
     count = 200_000
     padding = "x" * 200
     baseline_kb = _peak_rss_kb(sidecar.process.pid)
@@ -212,6 +226,7 @@ def test_a_flood_of_unread_requests_is_bounded(sidecar: SidecarProcess) -> None:
     # 200,000 lines of ~260 bytes are ~52 MB; queued in full they cost several times that.
     assert stalled_kb - baseline_kb < 40_000, (baseline_kb, stalled_kb)
     assert peak_kb - baseline_kb < 80_000, (baseline_kb, peak_kb)
+    sidecar.start_reading()
     _alive_and_serving(sidecar)
 
 
@@ -230,7 +245,7 @@ def test_a_turn_followed_at_once_by_shutdown_is_committed_not_cancelled(
         capture_output=True,
         env=dict(os.environ, PI_HINDSIGHT_STATE_DIR=str(isolated_dirs)),
     )
-    sidecar = SidecarProcess(isolated_dirs)
+    sidecar = Sidecar(isolated_dirs)
     try:
         assert _initialize(sidecar, repo)["enabled"] is True
         big = "word " * 400_000  # ~2 MB of tool output: redaction takes a moment

@@ -31,7 +31,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,15 +42,10 @@ import pytest
 from pi_hindsight.errors import BackendAuthRejected
 from pi_hindsight.launcher import stop_server
 from pi_hindsight.launcher.procs import free_port
-from tests.integration.retain_support import (
-    BankView,
-    Sidecar,
-    exchange,
-    marker,
-    register,
-    wait_until_delivered,
-)
 from tests.plugins.pi import make_repo
+from tests.support.retain import BankView, exchange, marker, register, wait_until_delivered
+from tests.support.sidecar import Sidecar
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.server]
 
@@ -362,8 +356,11 @@ def test_hindsight_on_the_teams_postgresql_loses_nothing_when_the_database_resta
             outage = _prepare(sidecar, "pg-1", "Where does the build cache live?")
             seen.append(json.dumps(outage))
             assert outage["outcome"] == "backend_unavailable", outage  # visible, not silent
-            time.sleep(3)  # the worker tries meanwhile
-            status = sidecar.call("status", {})
+            status = wait_until(  # the worker tries meanwhile, and fails
+                lambda: (found := sidecar.call("status", {}))["outbox"]["lastError"] and found,
+                "the retain worker's attempt during the outage",
+                timeout=120,
+            )
             seen.append(json.dumps(status))
             assert status["outbox"]["dead"] == 0
             assert status["outbox"]["pending"] + status["outbox"]["submitted"] >= 1

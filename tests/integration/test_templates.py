@@ -12,7 +12,7 @@ import pytest
 from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.errors import BankNotFound
 from pi_hindsight.maintenance.templates import apply_template, preview_template
-from tests.integration.maintenance_support import T, create_bank, fresh_bank, settle, snapshot
+from tests.support.maintenance import T, create_bank, fresh_bank, settle, snapshot
 
 pytestmark = pytest.mark.server
 

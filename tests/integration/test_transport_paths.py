@@ -1,6 +1,6 @@
 """Credentials in motion (issue 20, item 4), against the real team server: TLS with a private
 CA (``hindsight.caFile``), and a "remote" server reached through an authenticated corporate
-proxy only as the environment says — all on loopback (``tests/net_support.py``: a TLS front for
+proxy only as the environment says — all on loopback (``tests/support/net.py``: a TLS front for
 the real Hindsight, a forward proxy mapping ``hindsight.team.test`` to it).
 
 Every output, log and file is searched for the API key and the proxy's password; the proxy's
@@ -22,10 +22,11 @@ from urllib.parse import urlsplit
 import pytest
 
 from pi_hindsight.transport import TLS_HINT
-from tests.integration.retain_support import Sidecar, exchange, register, wait_until_delivered
-from tests.net_support import Certificates, ForwardProxy, TlsFront, private_ca
 from tests.plugins.pi import make_repo
 from tests.plugins.team_server import TeamServer
+from tests.support.net import Certificates, ForwardProxy, TlsFront, private_ca
+from tests.support.retain import exchange, register, wait_until_delivered
+from tests.support.sidecar import Sidecar
 
 pytestmark = [pytest.mark.server]
 

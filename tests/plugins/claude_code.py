@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 
 from tests.agent_models import AgentStandIn
-from tests.claude_code_support import daemon_pid, stop_daemon, wait_gone
 from tests.plugins.pi import run_cli
+from tests.support.claude_code import daemon_pid, stop_daemon, wait_gone
 
 CLAUDE_BIN_ENV = "CLAUDE_BIN"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

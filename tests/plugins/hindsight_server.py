@@ -2,9 +2,9 @@
 
 Load it with ``-p tests.plugins.hindsight_server`` (or from a conftest's ``pytest_plugins``).
 
-- ``hindsight_server`` (session): starts Hindsight through the launcher with the offline LLM
-  stand-in in a temporary state directory, yields its :class:`ServerInfo`, and stops it when the
-  session ends — also after failures and Ctrl-C (and SIGTERM, which is turned into Ctrl-C).
+- ``hindsight_server`` (session): Hindsight started through the launcher with the offline LLM
+  stand-in in the run's directory (``shared_run``): one server for every xdist worker, stopped
+  when the run ends — also after failures and Ctrl-C (and SIGTERM, which is turned into Ctrl-C).
 - ``PI_HINDSIGHT_TEST_SERVER_URL=http://127.0.0.1:PORT`` uses that running server instead; the
   yielded ServerInfo then has only ``base_url``/``host``/``port`` (``pids`` is empty), and tests
   about the launcher itself skip.
@@ -16,18 +16,15 @@ Load it with ``-p tests.plugins.hindsight_server`` (or from a conftest's ``pytes
 from __future__ import annotations
 
 import os
-import shutil
-import signal
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 from urllib.parse import urlsplit
 
 import pytest
 
-from pi_hindsight.launcher import LlmMode, ServerInfo, start_server, stop_server
+from pi_hindsight.launcher import LlmMode, ServerInfo, start_server
 from pi_hindsight.launcher.reranker import REQUESTED, Requested
+from tests.plugins import shared_run
 
 SERVER_URL_ENV = "PI_HINDSIGHT_TEST_SERVER_URL"
 LLM_ENV = "PI_HINDSIGHT_TEST_LLM"
@@ -74,45 +71,22 @@ def external_info(url: str) -> ServerInfo:
 
 
 @pytest.fixture(scope="session")
-def hindsight_system_dir() -> Iterator[Path]:
-    """Where PostgreSQL goes when the tests run as root: a directory any user can traverse.
-
-    (pytest's own temporary directories are mode 0700, closed to the ``postgres`` user.)
-    """
-    path = Path(tempfile.mkdtemp(prefix="pi-hindsight-system-"))
-    path.chmod(0o755)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _sigterm_as_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+def hindsight_system_dir(request: pytest.FixtureRequest) -> Path:
+    """Where PostgreSQL goes when the tests run as root: a directory of the run any user can
+    traverse (pytest's own temporary directories are mode 0700, closed to ``postgres``)."""
+    return shared_run.system_dir(request.config)
 
 
 @pytest.fixture(scope="session")
-def hindsight_server(
-    tmp_path_factory: pytest.TempPathFactory, hindsight_system_dir: Path
-) -> Iterator[ServerInfo]:
+def hindsight_server(request: pytest.FixtureRequest, hindsight_system_dir: Path) -> ServerInfo:
+    """The run's server: started by the first process (xdist worker) that needs it, reused by
+    the others (the launcher's record), stopped by ``shared_run`` when the run ends."""
     url = os.environ.get(SERVER_URL_ENV)
     if url:
-        yield external_info(url)
-        return
-    state_dir = tmp_path_factory.mktemp("hindsight-state")
-    # A CI timeout sends SIGTERM: turn it into KeyboardInterrupt so the teardown below still runs.
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    try:
-        info = start_server(
-            state_dir,
-            llm=llm_mode_for_tests(),
-            system_dir=hindsight_system_dir,
-            reranker=reranker_for_tests(),
-        )
-        yield info
-    finally:
-        stop_server(state_dir)
-        if previous is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        return external_info(url)
+    return start_server(
+        shared_run.server_state_dir(request.config, "hindsight"),
+        llm=llm_mode_for_tests(),
+        system_dir=hindsight_system_dir,
+        reranker=reranker_for_tests(),
+    )

@@ -4,8 +4,8 @@ real Hindsight from the launcher.
 - ``pi_world`` (function): an isolated Pi agent dir (``$PI_CODING_AGENT_DIR`` of the test) with
   the extension installed by ``install_extension`` (the copy form; ``tests/e2e/test_install.py``
   covers the package form), Pi pointed at ``chat_standin``, our state dir configured for the
-  session's Hindsight server and a bank of its own (fresh per test). It runs on every Pi version
-  (``pi_binary``); ``world.pi`` says which.
+  session's Hindsight server and a bank of its own (fresh per test). It runs on Pi 1.x, and on
+  0.73.1 too when the test is marked ``pi_both`` (``pi_binary``); ``world.pi`` says which.
 - ``make_repo(path, remote=None)``: a git repository (optionally with an origin URL; nothing is
   ever fetched).
 """
@@ -144,7 +144,7 @@ def pi_world(
     config = {
         "hindsight": {"baseUrl": base_url},
         "banks": {"project": {"bankId": bank_id}},
-        # The suite runs twice as many Pi sessions (two Pi versions) on a loaded 2-core machine,
+        # The suite runs Pi sessions on two workers on a loaded 2-core machine,
         # where a recall can take longer than the 4 s default bound and a request would go out
         # without its memory. No test using this world is about that bound (it has tests of its
         # own, which write their own config).

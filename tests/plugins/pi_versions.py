@@ -2,9 +2,11 @@
 Pi 1.x (``pi1/node_modules``, with the Node 22 from npm's ``node`` package first on ``PATH`` for
 the Pi process only).
 
-Every test that uses ``pi_binary`` (directly or through ``pi_world``) runs once per version; the
-test id says which (``[pi-0.73.1]``, ``[pi-1.6.0]``). ``@pytest.mark.pi_only("1.x")`` (or
-``"0.x"``) keeps a test to one version line. ``$PI_BIN`` / ``$PI1_BIN`` point at your own
+Every test that uses ``pi_binary`` (directly or through ``pi_world``) runs on Pi 1.x; one marked
+``@pytest.mark.pi_both("<difference>")`` runs on 0.73.1 too, naming what the shim does differently
+there (a key of ``SHIM_DIFFERENCES``, each a row of the table in docs/shim.md, "Pi versions"). The
+test id says which (``[pi-0.73.1]``, ``[pi-1.6.0]``). ``@pytest.mark.pi_only("0.x")`` keeps a test
+to one version line. ``$PI_BIN`` / ``$PI1_BIN`` point at your own
 installs; a missing binary (or a Node too old for Pi 1.x) skips the test with the reason.
 """
 
@@ -55,6 +57,17 @@ LINES = (
         PI1_MIN_NODE,
     ),
 )
+DEFAULT_LINE = "1.x"  # what a Pi test runs on unless marked pi_both / pi_only
+
+# What the shim does differently on Pi 0.73.1 (docs/shim.md, "Pi versions", names each in its
+# `pi_both` column): a test that covers one runs on both lines with ``pi_both("<key>")``.
+SHIM_DIFFERENCES = {
+    "request-end": "a request ends at agent_end (0.73.1) or agent_settled (1.x)",
+    "framing": "the framing is in the first memory block (0.73.1) or a system section (1.x)",
+    "session-file": "the session file is written after the first answer (0.73.1) or before",
+    "install": "the Pi package, its Node and how `pi install` loads the shim",
+    "tool-params": "0.73.1 validates tool arguments with typebox 1.x against our JSON Schema",
+}
 PROJECT_NODE_DIR = PROJECT_ROOT / "pi1" / "node_modules" / "node" / "bin"
 
 
@@ -177,4 +190,4 @@ PI_INSTALLS = tuple(discover(line) for line in LINES)
 
 
 def default_install() -> PiInstall:
-    return PI_INSTALLS[0]
+    return next(pi for pi in PI_INSTALLS if pi.line == DEFAULT_LINE)

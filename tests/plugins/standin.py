@@ -10,9 +10,11 @@ Load it with ``-p tests.plugins.standin`` (or from a conftest's ``pytest_plugins
   ``local`` provider at the stand-in's ``/pi/v1``; ``pi_env(agent_dir)`` is the environment
   to run Pi with (``PI_CODING_AGENT_DIR`` and ``PI_OFFLINE=1``, so the real home is untouched).
 - ``pi_binary`` (fixture, parametrised): a real Pi (:class:`PiInstall`) — each test that uses it
-  runs on Pi 0.73.1 and on Pi 1.x (``tests/plugins/pi_versions.py``: where they come from,
-  ``$PI_BIN`` / ``$PI1_BIN``, ``@pytest.mark.pi_only("1.x")``); skipped, with the reason, when that
-  version is not installed. Run it as ``pi_binary.argv(...)`` with ``pi_env(agent, pi=pi_binary)``.
+  runs on Pi 1.x, and also on Pi 0.73.1 when marked ``@pytest.mark.pi_both("<difference>")`` with
+  what the shim does differently there (``SHIM_DIFFERENCES`` in ``tests/plugins/pi_versions.py``,
+  the table in docs/shim.md); ``@pytest.mark.pi_only("0.x")`` keeps a test to one line. Skipped,
+  with the reason, when that version is not installed. Run it as ``pi_binary.argv(...)`` with
+  ``pi_env(agent, pi=pi_binary)``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,13 @@ from typing import Any
 import pytest
 
 from tests.agent_models import AgentStandIn
-from tests.plugins.pi_versions import PI_INSTALLS, PiInstall, default_install
+from tests.plugins.pi_versions import (
+    DEFAULT_LINE,
+    PI_INSTALLS,
+    SHIM_DIFFERENCES,
+    PiInstall,
+    default_install,
+)
 
 PROVIDER = "local"
 MODEL_ID = "local-model"
@@ -81,26 +89,40 @@ def pi_env(
     return env if pi is None else pi.env(env)
 
 
-def _lines_allowed(metafunc: pytest.Metafunc) -> set[str] | None:
-    marker = metafunc.definition.get_closest_marker("pi_only")
-    if marker is None:
-        return None
-    allowed = {str(arg) for arg in marker.args}
+def _lines_for(metafunc: pytest.Metafunc) -> list[PiInstall]:
+    """Pi 1.x by default; both lines with ``pi_both("<difference>")``; ``pi_only`` names lines."""
+    name = metafunc.definition.nodeid
+    only = metafunc.definition.get_closest_marker("pi_only")
+    both = metafunc.definition.get_closest_marker("pi_both")
+    if only is not None and both is not None:
+        raise pytest.UsageError(f"{name}: pi_only and pi_both exclude each other")
     known = {pi.line for pi in PI_INSTALLS}
-    if not allowed or not allowed <= known:
-        raise pytest.UsageError(
-            f"{metafunc.definition.nodeid}: pi_only{marker.args!r} names no Pi version line; "
-            f"use one or more of {sorted(known)}"
-        )
-    return allowed
+    if only is not None:
+        allowed = {str(arg) for arg in only.args}
+        if not allowed or not allowed <= known:
+            raise pytest.UsageError(
+                f"{name}: pi_only{only.args!r} names no Pi version line; "
+                f"use one or more of {sorted(known)}"
+            )
+    elif both is not None:
+        unknown = [arg for arg in both.args if arg not in SHIM_DIFFERENCES]
+        if not both.args or unknown:
+            raise pytest.UsageError(
+                f"{name}: pi_both{both.args!r} must name what the shim does differently on "
+                f"0.73.1, one or more of {sorted(SHIM_DIFFERENCES)} (docs/shim.md, Pi versions)"
+            )
+        allowed = known
+    else:
+        allowed = {DEFAULT_LINE}
+    return [pi for pi in PI_INSTALLS if pi.line in allowed]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every test needing a Pi runs once per Pi version line (ids ``pi-0.73.1``, ``pi-1.6.0``)."""
+    """A test needing a Pi runs on Pi 1.x, and also on 0.73.1 when marked ``pi_both`` (ids
+    ``pi-1.6.0``, ``pi-0.73.1``)."""
     if "pi_binary" not in metafunc.fixturenames:
         return
-    allowed = _lines_allowed(metafunc)
-    installs = [pi for pi in PI_INSTALLS if allowed is None or pi.line in allowed]
+    installs = _lines_for(metafunc)
     metafunc.parametrize("pi_binary", installs, ids=[pi.test_id for pi in installs], indirect=True)
 
 

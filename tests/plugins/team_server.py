@@ -2,7 +2,8 @@
 
 - ``team_server`` (session): started through the launcher's CLI with ``--api-key-env`` and the
   offline stand-in, in a state dir of its own (the session server of the other tests has no
-  key), stopped at the end of the run — also after failures, Ctrl-C and SIGTERM. Tests that use
+  key), shared by the run's xdist workers and stopped at its end by ``shared_run`` — also after
+  failures, Ctrl-C and SIGTERM. Tests that use
   it isolate themselves with their own banks, repositories and developer state dirs.
 """
 
@@ -11,16 +12,15 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from pi_hindsight.launcher import stop_server
+from tests.plugins import shared_run
 
 KEY_VAR = "PI_HINDSIGHT_TEST_TEAM_KEY"  # what the server is started with
 
@@ -34,41 +34,37 @@ class TeamServer:
     pids: dict[str, int]  # Hindsight, PostgreSQL, the stand-in
 
 
-def _sigterm_as_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 @pytest.fixture(scope="session")
-def team_server(
-    tmp_path_factory: pytest.TempPathFactory, hindsight_system_dir: Path
-) -> Iterator[TeamServer]:
-    state = tmp_path_factory.mktemp("team-server")
-    key = f"team-{secrets.token_urlsafe(24)}"
+def team_server(request: pytest.FixtureRequest, hindsight_system_dir: Path) -> TeamServer:
+    state = shared_run.server_state_dir(request.config, "team")
+    key = _run_key(shared_run.run_dir(request.config) / "team.key")
     env = dict(os.environ, **{KEY_VAR: key}, PI_HINDSIGHT_SYSTEM_DIR=str(hindsight_system_dir))
-    # A CI timeout sends SIGTERM: as for the session server, the teardown below must still run
-    # (with PI_HINDSIGHT_TEST_SERVER_URL set, nothing else has installed this).
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    try:  # stopped whatever happens, even when start fails half-way
-        started = subprocess.run(
-            [sys.executable, "-m", "pi_hindsight", "server", "start", "--llm", "offline",
-             "--api-key-env", KEY_VAR, "--state-dir", str(state), "--json"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )  # fmt: skip
-        if started.returncode != 0:
-            pytest.fail(f"server start --api-key-env failed: {started.stdout}{started.stderr}")
-        info = json.loads(started.stdout)
-        yield TeamServer(
-            state, info["base_url"], key, started.stdout + started.stderr, info["pids"]
-        )
-    finally:
-        report = stop_server(state)
-        if previous is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        survived = [p.name for p in report.processes if p.outcome == "survived"]
-        assert survived == [], f"the team server's {survived} outlived the tests"
+    # The first worker starts it; the others find it running (the launcher's record and lock).
+    started = subprocess.run(
+        [sys.executable, "-m", "pi_hindsight", "server", "start", "--llm", "offline",
+         "--api-key-env", KEY_VAR, "--state-dir", str(state), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )  # fmt: skip
+    if started.returncode != 0:
+        pytest.fail(f"server start --api-key-env failed: {started.stdout}{started.stderr}")
+    info = json.loads(started.stdout)
+    return TeamServer(state, info["base_url"], key, started.stdout + started.stderr, info["pids"])
+
+
+def _run_key(path: Path) -> str:
+    """One key for the whole run, whichever worker asks first (an exclusive create decides)."""
+    try:
+        with path.open("x", encoding="utf-8") as handle:
+            handle.write(f"team-{secrets.token_urlsafe(24)}")
+    except FileExistsError:
+        pass
+    for _ in range(100):  # the creator may not have written it yet
+        key = path.read_text(encoding="utf-8")
+        if key:
+            return key
+        time.sleep(0.05)
+    raise AssertionError(f"{path} stayed empty")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pi_hindsight.cli.main import cli
 from pi_hindsight.config import load_config
-from tests.hostile_files import BENIGN, HOSTILE
+from tests.support.hostile_files import BENIGN, HOSTILE
 
 pytestmark = pytest.mark.timeout(120)  # a FIFO read without O_NONBLOCK would hang: fail instead
 

@@ -28,7 +28,7 @@ from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.evidence import EvidenceLedger
 from pi_hindsight.stores.outbox import Outbox
 from pi_hindsight.stores.set_aside import RECORD_FILE_NAME, SetAsideRecord
-from tests.outbox_support import retain_request
+from tests.support.outbox import retain_request
 
 ENV = dict(os.environ)
 

@@ -19,7 +19,7 @@ from pi_hindsight.engine.retain_worker import Backoff, compose
 from pi_hindsight.stores.outbox import Outbox, owner_id
 from pi_hindsight.stores.outbox_schema import SCHEMA
 from pi_hindsight.stores.sqlite import new_id
-from tests.outbox_support import retain_request
+from tests.support.outbox import retain_request
 
 
 def _payload(n: int, session: str = "s", document: str | None = None) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from pi_hindsight.cli.main import cli
 from pi_hindsight.stores.outbox import Outbox
-from tests.outbox_support import retain_request
+from tests.support.outbox import retain_request
 
 
 def _fill(state: Path) -> None:

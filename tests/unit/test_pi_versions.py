@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from tests.plugins.pi_versions import LINES, discover
+from tests.plugins.pi_versions import LINES, PROJECT_ROOT, SHIM_DIFFERENCES, discover
 
 
 def test_a_missing_override_names_the_variable_and_the_path(tmp_path: Path) -> None:
@@ -51,3 +52,18 @@ def test_pi_1x_under_a_node_too_old_is_skipped_with_the_fix(tmp_path: Path) -> N
     reason = pi.unusable()
     assert "Pi 1.x needs Node >= 22.19" in reason and "v20.19.0" in reason
     assert "make install" in reason
+
+
+def test_the_differences_tested_on_both_lines_are_the_ones_docs_shim_md_lists() -> None:
+    """docs/shim.md's "Pi versions" table names, per row, the ``pi_both`` key that tests it; the
+    keys, SHIM_DIFFERENCES and the markers in the tests are the same set, so a difference cannot
+    lose its 0.73.1 test and a marker cannot name one the docs do not describe."""
+    table = (PROJECT_ROOT / "docs" / "shim.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r'\| `"([a-z-]+)"` \|$', table, flags=re.MULTILINE))
+    sources = [*(PROJECT_ROOT / "tests").rglob("test_*.py")]
+    used = {
+        key
+        for path in sources
+        for key in re.findall(r'pi_both\("([a-z-]+)"\)', path.read_text(encoding="utf-8"))
+    }
+    assert documented == set(SHIM_DIFFERENCES) == used

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -18,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.backend.records import (
     BankMissions,
     MemoryRecord,
@@ -36,7 +39,9 @@ from pi_hindsight.errors import (
     BackendUnavailable,
 )
 from pi_hindsight.stores.outbox import Outbox
-from tests.outbox_support import retain_request
+from pi_hindsight.stores.runner import run_store
+from tests.plugins.pi import LoopbackListener
+from tests.support.outbox import retain_request
 
 
 class ScriptedHindsight:
@@ -327,3 +332,49 @@ def test_a_key_accepted_for_reads_but_refused_for_writes_backs_off_instead_of_sp
     # handful of retains fit in 1.5 s; a pause that restarted at 0.05 s each time would allow ~30.
     assert 2 <= attempts <= 8, attempts
     assert outbox.health().dead == 0 and outbox.health().pending == 1
+
+
+def test_a_delivery_claimed_as_shutdown_begins_ends_with_it_quietly_and_stays_queued(
+    outbox: Outbox, black_hole: LoopbackListener, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 19: the worker's loop claimed a batch while shutdown began. Its delivery must not
+    outlive the shutdown (the connection closes next, under the request: aiohttp's traceback)
+    and the batch stays in the outbox, no failure counted, for the next sidecar. The real
+    backend, against a server that never answers; the store thread is held at the moment that
+    matters by a job of our own, so the order is the same on every run."""
+    backend = HindsightBackend(black_hole.url)
+
+    async def provider() -> HindsightBackend:
+        return backend
+
+    worker = RetainWorker(outbox, provider, timeout_s=30.0, idle_poll_s=60.0)
+
+    async def scenario() -> list[asyncio.Task[Any]]:
+        run = asyncio.create_task(worker.run())
+        for _ in range(3):  # the store thread runs jobs in order: the loop is idle after these
+            await asyncio.sleep(0)
+            await run_store(lambda: None)
+        gate = threading.Event()
+        held = asyncio.ensure_future(run_store(gate.wait))
+        queued = asyncio.ensure_future(run_store(_enqueue, outbox, 1))
+        worker.wake()
+        for _ in range(20):  # the loop wakes and asks for a claim, queued behind the gate
+            await asyncio.sleep(0)
+        shutdown = asyncio.create_task(worker.shutdown(time.monotonic() + 1.0))
+        await asyncio.sleep(0)
+        gate.set()
+        await asyncio.gather(held, queued, shutdown)
+        await asyncio.wait_for(run, 5.0)
+        outliving = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in outliving:
+            task.cancel()
+        await asyncio.gather(*outliving, return_exceptions=True)
+        await backend.close()
+        return outliving
+
+    with caplog.at_level(logging.INFO):
+        outliving = asyncio.run(scenario())
+    assert outliving == [], "a delivery outlived the worker's shutdown"
+    health = outbox.health()
+    assert (health.pending, health.submitted, health.dead, health.last_error) == (1, 0, 0, None)
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []

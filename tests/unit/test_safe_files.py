@@ -31,7 +31,7 @@ from pi_hindsight.safe_files import (
     read_json_lines,
 )
 from pi_hindsight.stores.evidence import EvidenceLedger
-from tests.hostile_files import HOSTILE
+from tests.support.hostile_files import HOSTILE
 
 pytestmark = pytest.mark.timeout(120)
 

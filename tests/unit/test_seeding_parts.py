@@ -22,8 +22,8 @@ from pi_hindsight.hosts.pi.seed_sessions import PiSessions, requests_of
 from pi_hindsight.hosts.pi.session_file import read_session
 from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.catalog_lifecycle import Corrected, CorrectionRecord
-from tests.pi_sessions import Exchange, write_session
 from tests.plugins.pi import make_repo
+from tests.support.pi_sessions import Exchange, write_session
 
 
 def _turns(path: Path) -> list[list[tuple[str, str]]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.outbox import Outbox
 from pi_hindsight.stores.sqlite import new_id
-from tests.outbox_support import retain_request
+from tests.support.outbox import retain_request
 
 
 def test_store_files_are_owner_only(tmp_path: Path) -> None:

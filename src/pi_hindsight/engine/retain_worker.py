@@ -213,11 +213,15 @@ class RetainWorker:
                 await self._sleep(pause)
                 continue
             claimed = await self._claim(self.concurrency - len(self._tasks))
-            if claimed and await self._held(claimed):
+            if claimed and not self._stopped() and await self._held(claimed):
                 claimed = await self._claim(self.concurrency - len(self._tasks), forced=True)
                 if not claimed:
                     await self._sleep(GATE_WAIT_S)
                     continue
+            if self._stopped():  # stopped while claiming: shutdown() owns what is left
+                for batch in claimed:
+                    await self._release(batch)
+                return
             for batch in claimed:
                 task = asyncio.create_task(self._deliver(batch))
                 self._tasks.add(task)
@@ -328,7 +332,19 @@ class RetainWorker:
         except StateError as error:  # the lease expires and another worker takes over
             logger.warning("outbox update for batch %s failed: %s", batch.batch_id, error)
             self._note(str(error))
-        except Exception as error:  # a bug: log it; retry within the failure budget, then dead
+        except Exception as error:
+            if self._stopped():
+                # Shutdown closes the connection under a request still in flight (aiohttp then
+                # fails in its own ways): not the item's fault. It stays in the outbox, unchanged,
+                # for the next sidecar — no traceback, no failure counted.
+                logger.info(
+                    "retain batch %s interrupted by shutdown (%s); it stays in the outbox",
+                    batch.batch_id,
+                    type(error).__name__,
+                )
+                await self._release(batch)
+                return
+            # A bug: log it; retry within the failure budget, then dead-letter.
             logger.exception("retain batch %s failed unexpectedly", batch.batch_id)
             try:
                 await self._retry_or_die(batch, f"internal error: {error!r}")
@@ -478,13 +494,7 @@ class RetainWorker:
         stays ``sending``/``ready``: the next sidecar confirms or sends them."""
         accepted_before = self.stats.submitted
         self.stop()
-        if self._tasks:
-            _, pending = await asyncio.wait(
-                set(self._tasks), timeout=max(0.0, deadline - time.monotonic())
-            )
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+        await self._end_deliveries(deadline)
         if self.gate is not None:
             self.paused_by = await self.gate()
         while self.offline_reason is None and self.paused_by is None:
@@ -502,6 +512,18 @@ class RetainWorker:
             await self._submit_before(batches, deadline)
         return self.stats.submitted - accepted_before
 
+    async def _end_deliveries(self, deadline: float) -> None:
+        """Let the deliveries under way finish until ``deadline``, then cancel the rest (their
+        batches are released). Every one of them is over when this returns, so the connection
+        can close under none."""
+        while self._tasks:
+            _, pending = await asyncio.wait(
+                set(self._tasks), timeout=max(0.0, deadline - time.monotonic())
+            )
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
     async def _submit_before(self, batches: list[Batch], deadline: float) -> None:
         async def submit_one(batch: Batch) -> None:
             try:
@@ -513,6 +535,9 @@ class RetainWorker:
                 raise
             except BackendError as error:
                 await self._failed(batch, error, following=False)
+            except Exception as error:  # as in _deliver: shutdown is no reason to count a failure
+                logger.info("retain batch %s not sent at shutdown: %r", batch.batch_id, error)
+                await self._release(batch)
 
         tasks = [asyncio.create_task(submit_one(batch)) for batch in batches]
         _, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.monotonic()))

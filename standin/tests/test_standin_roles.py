@@ -28,7 +28,7 @@ from pi_hindsight_standin import (
     StandInError,
 )
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _http() -> httpx.Client:

@@ -1,7 +1,9 @@
-"""Test isolation: every test gets its own state dir and Pi agent dir; nothing touches ~/.pi.
+"""The test run's plugins and isolation, for ``tests/`` and ``standin/tests/`` alike: every test
+gets its own state dir and Pi agent dir; nothing touches ~/.pi.
 
-Heavy services start once per run (``tests/plugins/hindsight_server.py``); tests isolate
-themselves with fresh banks, state dirs and Pi agent dirs.
+Heavy services start once per run and are shared by its xdist workers
+(``tests/plugins/shared_run.py``, ``tests/plugins/hindsight_server.py``); tests isolate
+themselves with fresh banks, state dirs and Pi agent dirs. How to write a test: tests/README.md.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 pytest_plugins = [
+    "tests.plugins.shared_run",
+    "tests.plugins.markers",
     "tests.plugins.hindsight_server",
     "tests.plugins.standin",
     "tests.plugins.pi",

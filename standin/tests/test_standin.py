@@ -38,7 +38,7 @@ from pi_hindsight_standin.facts import not_a_fact
 from tests.agent_models import AgentStandIn
 from tests.plugins.pi_versions import PiInstall
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
 

@@ -1,5 +1,5 @@
-"""Helpers for the retain tests: real sidecar processes driven over stdio (as the shim drives
-them) and what Hindsight holds afterwards, read through the official client.
+"""Helpers for the retain tests: what a sidecar is given (config, registrations, exchanges), its
+outbox, and what Hindsight holds afterwards, read through the official client.
 """
 
 from __future__ import annotations
@@ -7,10 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import queue
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -23,110 +21,7 @@ from hindsight_client_api.api_client import ApiClient
 from hindsight_client_api.configuration import Configuration
 from hindsight_client_api.exceptions import ApiException
 
-
-class SidecarGone(Exception):
-    """The sidecar process ended (killed) before answering."""
-
-
-class Sidecar:
-    """A real ``pi-hindsight serve`` process; calls are correlated by id, as the shim does."""
-
-    def __init__(self, state_dir: Path, *, extra_env: dict[str, str] | None = None) -> None:
-        env = dict(os.environ, PI_HINDSIGHT_STATE_DIR=str(state_dir), **(extra_env or {}))
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "pi_hindsight", "serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        self._lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self._stderr: list[bytes] = []
-        self._next_id = 0
-        self._lock = threading.Lock()
-        threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
-        ready = self._lines.get(timeout=30)
-        assert ready is not None and ready.get("method") == "ready", ready
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self._lines.put(json.loads(line))
-        self._lines.put(None)
-
-    def _read_stderr(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self._stderr.append(line)
-
-    @property
-    def stderr(self) -> str:
-        return b"".join(self._stderr).decode(errors="replace")
-
-    def call(self, method: str, params: dict[str, Any], *, timeout: float = 30.0) -> Any:
-        with self._lock:
-            self._next_id += 1
-            request_id = self._next_id
-            line = json.dumps(
-                {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-            )
-            try:
-                assert self.process.stdin is not None
-                self.process.stdin.write(line.encode() + b"\n")
-                self.process.stdin.flush()
-            except (BrokenPipeError, OSError) as error:
-                raise SidecarGone(str(error)) from error
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    message = self._lines.get(timeout=max(0.01, deadline - time.monotonic()))
-                except queue.Empty:
-                    raise TimeoutError(f"{method} not answered in {timeout}s") from None
-                if message is None:
-                    self._lines.put(None)
-                    raise SidecarGone(f"sidecar exited during {method}")
-                if message.get("id") == request_id:
-                    if "error" in message:
-                        raise AssertionError(f"{method} failed: {message['error']}")
-                    return message["result"]
-
-    def initialize(self, cwd: Path, session_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.call(
-            "initialize",
-            {"protocolVersion": 1, "cwd": str(cwd), "sessionId": session_id, "hasUI": False},
-        )
-        return result
-
-    def turn(self, session_id: str, request_id: str, messages: list[dict[str, Any]]) -> Any:
-        return self.call(
-            "turnCompleted",
-            {"requestId": request_id, "sessionId": session_id, "messages": messages},
-            timeout=10,
-        )
-
-    def kill(self) -> None:
-        """SIGKILL: no flush, no cleanup — a crash."""
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(timeout=10)
-
-    def shutdown(self) -> Any:
-        try:
-            result = self.call("shutdown", {"reason": "quit"}, timeout=15)
-        except SidecarGone:
-            result = None
-        self.process.wait(timeout=15)
-        return result
-
-    def close(self) -> None:
-        self.kill()
-        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
-            if stream is not None:
-                try:
-                    stream.close()
-                except OSError:  # stdin of a killed process: its unflushed bytes have nowhere to go
-                    continue
+from tests.support.sidecar import Sidecar
 
 
 def exchange(text: str, reply: str = "Noted.") -> list[dict[str, Any]]:

@@ -1,0 +1,110 @@
+"""Pytest plugin: what one test run shares across its processes (pytest-xdist workers).
+
+The process that runs pytest (the xdist controller, or the only process without xdist) makes a
+run directory and names it to the workers in ``$PI_HINDSIGHT_TEST_RUN_DIR`` (they inherit it when
+xdist spawns them). Servers the tests share live there: the first worker that needs one starts
+it through the launcher, whose lock and record make every later start in the same state dir
+reuse it (``start_server`` returns the running one). When the run ends — also after failures,
+Ctrl-C and SIGTERM — the controller stops every server recorded there and removes the
+directory, so no worker has to know whether it is the last one.
+
+- ``run_dir(config)``: the run directory; ``system_dir(config)``: where PostgreSQL goes when the
+  tests run as root (traversable by any user: pytest's own temporary dirs are 0700).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from pi_hindsight.launcher import stop_server
+
+RUN_DIR_ENV = "PI_HINDSIGHT_TEST_RUN_DIR"
+SERVERS = "servers"  # every state dir under it is stopped when the run ends
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def run_dir(config: pytest.Config) -> Path:
+    return Path(os.environ[RUN_DIR_ENV]) if _is_worker(config) else config.stash[_RUN_DIR]
+
+
+def system_dir(config: pytest.Config) -> Path:
+    return run_dir(config) / "system"
+
+
+def server_state_dir(config: pytest.Config, name: str) -> Path:
+    """The state dir of the shared server ``name`` (stopped by the controller at the end)."""
+    path = run_dir(config) / SERVERS / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+_RUN_DIR = pytest.StashKey[Path]()
+_PREVIOUS_SIGTERM = pytest.StashKey[object]()
+
+
+def _sigterm_as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _is_worker(config):
+        return
+    path = Path(tempfile.mkdtemp(prefix="pi-hindsight-tests-"))
+    path.chmod(0o755)  # the postgres user traverses it to reach system/
+    (path / "system").mkdir(mode=0o755)
+    config.stash[_RUN_DIR] = path
+    os.environ[RUN_DIR_ENV] = str(path)  # xdist's workers are started after this, with it
+    # A CI timeout sends SIGTERM: as KeyboardInterrupt, pytest still runs pytest_unconfigure.
+    previous = signal.getsignal(signal.SIGTERM)
+    config.stash[_PREVIOUS_SIGTERM] = previous
+    if previous is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+
+
+def _stop_servers(path: Path) -> list[str]:
+    survivors: list[str] = []
+    servers = path / SERVERS
+    for state in sorted(servers.iterdir()) if servers.is_dir() else []:
+        try:
+            report = stop_server(state)
+        except Exception as error:  # stop the others all the same, and say which one failed
+            survivors.append(f"{state.name}: could not be stopped: {error!r}")
+            continue
+        survivors += [
+            f"{state.name}: {p.name}" for p in report.processes if p.outcome == "survived"
+        ]
+    return survivors
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """After every worker has finished: stop the shared servers; one that survives fails the run."""
+    config = session.config
+    if _is_worker(config) or _RUN_DIR not in config.stash:
+        return
+    survivors = _stop_servers(config.stash[_RUN_DIR])
+    if survivors:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        message = f"shared servers outlived the run: {survivors}"
+        if reporter is not None:
+            reporter.write_line(message, red=True)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _is_worker(config) or _RUN_DIR not in config.stash:
+        return
+    path = config.stash[_RUN_DIR]
+    _stop_servers(path)  # a no-op after pytest_sessionfinish; a run that never got there
+    shutil.rmtree(path, ignore_errors=True)
+    os.environ.pop(RUN_DIR_ENV, None)
+    if config.stash[_PREVIOUS_SIGTERM] is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -1,0 +1,1 @@
+"""Shared test helpers: every module a test imports from besides its own (tests/README.md)."""
