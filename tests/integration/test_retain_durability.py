@@ -239,7 +239,7 @@ def test_a_damaged_outbox_is_set_aside_with_a_warning_and_a_fresh_one_works(
 
 SECRETS = {
     "npm": "npm_" + "Qw3rTy" * 6,
-    "hindsight": "hsk_" + "5f2e" * 8,
+    "hindsight": "hsk_3f9a1c7e5b2d8046a9e1f3c5b7d90e42",  # token_hex(16)-shaped, not a placeholder
     "env": "s3cr3t-Pa55word-42",
     "bearer": "Zx9" * 8,
     "url": "dbPa55w0rd",
