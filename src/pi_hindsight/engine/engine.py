@@ -415,7 +415,12 @@ class MemoryEngine:
         scope = self.scope()
         if scope is None or not self.settings.project_retain:
             return 0
-        return await self.retainer.turn(turn, scope, self.settings.retain)
+        skip = await self.retainer.turn(turn, scope, self.settings.retain)
+        if skip is not None:
+            await self.recorder.retain_decided(turn.request_id, "skipped", skip.reason)
+            return 0
+        await self.recorder.retain_decided(turn.request_id, "queued")
+        return 1
 
     async def enqueue_note(
         self,

@@ -25,7 +25,7 @@ from pi_hindsight.stores.evidence import (
     MemoInfo,
     PreparedRecord,
 )
-from pi_hindsight.stores.evidence.shapes import EvidencePage
+from pi_hindsight.stores.evidence.shapes import EvidencePage, RetainDecision
 from pi_hindsight.stores.runner import run_store, submit_store
 
 logger = logging.getLogger(__name__)
@@ -190,6 +190,15 @@ class EvidenceRecorder:
             logger.warning("memory for request %s was not in the provider payload", request_id)
         return await self._call(
             lambda ledger: ledger.mark_confirmed(request_id, confirmed, payload_bytes)
+        )
+
+    async def retain_decided(
+        self, request_id: str, decision: RetainDecision, reason: str | None = None
+    ) -> None:
+        """What retain did with the completed request (queued, or skipped and why); a failure
+        warns with the next request's notices."""
+        self._notices.extend(
+            await self._call(lambda ledger: ledger.mark_retain(request_id, decision, reason))
         )
 
     async def _call(self, action: Callable[[EvidenceLedger], object]) -> tuple[Notice, ...]:
