@@ -63,9 +63,10 @@ def test_a_schema_4_ledger_upgrades_and_records_the_retain_decision(isolated_dir
     assert shown["retain"] == {"decision": "skipped", "reason": "acknowledgement"}
     text = runner.invoke(cli, ["evidence", "show", "thanks-1"]).stdout
     assert "retain:       skipped: acknowledgement (not sent: no knowledge in it)" in text
-    assert "retain:       - (no decision recorded" in runner.invoke(
-        cli, ["evidence", "show", "old-4"]
-    ).stdout
+    assert (
+        "retain:       - (no decision recorded"
+        in runner.invoke(cli, ["evidence", "show", "old-4"]).stdout
+    )
     lines = runner.invoke(cli, ["evidence", "list"]).stdout.splitlines()
     assert [line for line in lines if "retain skipped" in line] == [
         next(line for line in lines if "thanks-1" in line)

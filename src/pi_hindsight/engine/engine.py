@@ -416,11 +416,8 @@ class MemoryEngine:
         if scope is None or not self.settings.project_retain:
             return 0
         skip = await self.retainer.turn(turn, scope, self.settings.retain)
-        if skip is not None:
-            await self.recorder.retain_decided(turn.request_id, "skipped", skip.reason)
-            return 0
-        await self.recorder.retain_decided(turn.request_id, "queued")
-        return 1
+        await self.recorder.retain_decided(turn.request_id, skip)
+        return 1 if skip is None else 0
 
     async def enqueue_note(
         self,

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from pi_hindsight.config import EvidenceSettings
 from pi_hindsight.engine.local_state import LocalState
+from pi_hindsight.engine.trivial import Skip
 from pi_hindsight.engine.types import Delivery, Notice, UserRequest, scores_json
 from pi_hindsight.errors import PiHindsightError, StateError
 from pi_hindsight.stores.evidence import (
@@ -192,11 +193,11 @@ class EvidenceRecorder:
             lambda ledger: ledger.mark_confirmed(request_id, confirmed, payload_bytes)
         )
 
-    async def retain_decided(
-        self, request_id: str, decision: RetainDecision, reason: str | None = None
-    ) -> None:
-        """What retain did with the completed request (queued, or skipped and why); a failure
-        warns with the next request's notices."""
+    async def retain_decided(self, request_id: str, skip: Skip | None) -> None:
+        """What retain did with the completed request: queued (``skip`` None), or skipped and
+        why. A failure warns with the next request's notices."""
+        decision: RetainDecision = "queued" if skip is None else "skipped"
+        reason = None if skip is None else skip.reason
         self._notices.extend(
             await self._call(lambda ledger: ledger.mark_retain(request_id, decision, reason))
         )
