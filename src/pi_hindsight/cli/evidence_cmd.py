@@ -171,6 +171,8 @@ def _list_line(record: EvidenceRecord) -> str:
         )
     else:
         tail = (record.reason or "")[:60]
+    if record.retain == "skipped":
+        tail = f"{tail}; retain skipped: {record.retain_reason}".lstrip("; ")
     return (
         f"{_when(record.prepared_at)}  {record.request_id}  {record.outcome:<19}  "
         f"{record.scope_id or '-'}  {tail}"
@@ -260,6 +262,7 @@ def _print_record(record: EvidenceRecord) -> None:
             ),
         ),
     ]
+    rows.append(("retain", _retain(record)))
     if record.memo is not None:
         rows.append(("memo", f"{record.memo.memo_id} refreshed {record.memo.refreshed_at or '?'}"))
     if record.source != "live":
@@ -268,6 +271,15 @@ def _print_record(record: EvidenceRecord) -> None:
         rows.append(("metadata", ", ".join(f"{k}={v}" for k, v in record.meta.items())[:300]))
     for label, value in rows:
         click.echo(f"{label + ':':<14}{value}")
+
+
+def _retain(record: EvidenceRecord) -> str:
+    """What retain did with the completed request (issue 21)."""
+    if record.retain == "skipped":
+        return f"skipped: {record.retain_reason} (not sent: no knowledge in it)"
+    if record.retain == "queued":
+        return "queued (to the outbox, then Hindsight)"
+    return "- (no decision recorded: not completed, retain off, or an older record)"
 
 
 _OMITTED_LABELS = (

@@ -415,7 +415,9 @@ class MemoryEngine:
         scope = self.scope()
         if scope is None or not self.settings.project_retain:
             return 0
-        return await self.retainer.turn(turn, scope, self.settings.retain)
+        skip = await self.retainer.turn(turn, scope, self.settings.retain)
+        await self.recorder.retain_decided(turn.request_id, skip)
+        return 1 if skip is None else 0
 
     async def enqueue_note(
         self,

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from pi_hindsight.config import EvidenceSettings
 from pi_hindsight.engine.local_state import LocalState
+from pi_hindsight.engine.trivial import Skip
 from pi_hindsight.engine.types import Delivery, Notice, UserRequest, scores_json
 from pi_hindsight.errors import PiHindsightError, StateError
 from pi_hindsight.stores.evidence import (
@@ -25,7 +26,7 @@ from pi_hindsight.stores.evidence import (
     MemoInfo,
     PreparedRecord,
 )
-from pi_hindsight.stores.evidence.shapes import EvidencePage
+from pi_hindsight.stores.evidence.shapes import EvidencePage, RetainDecision
 from pi_hindsight.stores.runner import run_store, submit_store
 
 logger = logging.getLogger(__name__)
@@ -190,6 +191,15 @@ class EvidenceRecorder:
             logger.warning("memory for request %s was not in the provider payload", request_id)
         return await self._call(
             lambda ledger: ledger.mark_confirmed(request_id, confirmed, payload_bytes)
+        )
+
+    async def retain_decided(self, request_id: str, skip: Skip | None) -> None:
+        """What retain did with the completed request: queued (``skip`` None), or skipped and
+        why. A failure warns with the next request's notices."""
+        decision: RetainDecision = "queued" if skip is None else "skipped"
+        reason = None if skip is None else skip.reason
+        self._notices.extend(
+            await self._call(lambda ledger: ledger.mark_retain(request_id, decision, reason))
         )
 
     async def _call(self, action: Callable[[EvidenceLedger], object]) -> tuple[Notice, ...]:

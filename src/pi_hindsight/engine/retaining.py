@@ -69,8 +69,11 @@ class Retainer:
             update_mode="replace" if update_mode == "replace" else "append",
         )
 
-    async def turn(self, turn: CompletedTurn, scope: Scope, settings: RetainSettings) -> int:
-        """Commit one completed request of the session; returns how many items were queued."""
+    async def turn(
+        self, turn: CompletedTurn, scope: Scope, settings: RetainSettings
+    ) -> Skip | None:
+        """Commit one completed request of the session; returns why it was not queued, or None
+        when it was."""
         policy = ToolPolicy(
             settings.tool_calls, settings.tool_results, settings.tool_result_max_chars
         )
@@ -78,10 +81,10 @@ class Retainer:
             skip = classify(turn.messages, aborted=turn.aborted) if settings.skip_trivial else None
             if skip is not None:
                 await self._skipped(turn, scope, skip)
-                return 0
+                return skip
             text = await asyncio.to_thread(render_turn, turn.messages, policy)
-            if not text.content:
-                return 0
+            if not text.content:  # skipTrivial off: nothing to send all the same
+                return Skip("empty", 0)
             if text.redacted:
                 logger.info("redacted %d secret(s) from request %s", text.redacted, turn.request_id)
             item = self._item(
@@ -96,7 +99,7 @@ class Retainer:
             await self._enqueue(
                 RetainRequest(turn.session_id, scope.bank_id, item, turn.request_id)
             )
-        return 1
+        return None
 
     async def _skipped(self, turn: CompletedTurn, scope: Scope, skip: Skip) -> None:
         """Not sent (no knowledge in it): the outbox says which and why; fails open."""

@@ -50,6 +50,7 @@ from pi_hindsight.stores.evidence.schema import (
     RequestRow,
     format_bytes,
 )
+from pi_hindsight.stores.evidence.shapes import RetainDecision
 from pi_hindsight.stores.evidence.stats import EvidenceStats
 from pi_hindsight.stores.sqlite import SetAside, open_store, transaction, translated_errors
 
@@ -262,6 +263,21 @@ class EvidenceLedger:
                     "attached_at = CASE WHEN attached IS NULL AND ? THEN ? ELSE attached_at END "
                     "WHERE request_id = ?",
                     (int(confirmed), now, payload_bytes, confirmed, confirmed, now, request_id),
+                ).rowcount
+            self._after_write()
+        return changed == 1
+
+    def mark_retain(
+        self, request_id: str, decision: RetainDecision, reason: str | None = None
+    ) -> bool:
+        """What retain did with the completed request: queued it, or skipped it and why (issue
+        21). The latest decision stands. Returns whether a record matched (a request prepared
+        without evidence, or expired, has none)."""
+        with self._guard():
+            with transaction(self._connection):
+                changed = self._connection.execute(
+                    "UPDATE requests SET retain = ?, retain_reason = ? WHERE request_id = ?",
+                    (decision, reason, request_id),
                 ).rowcount
             self._after_write()
         return changed == 1

@@ -176,6 +176,13 @@ SCHEMA = StoreSchema(
             ) WITHOUT ROWID
             """,
         ),
+        Migration(
+            "the retain decision: queued, or skipped and why",
+            """
+            ALTER TABLE requests ADD COLUMN retain TEXT;
+            ALTER TABLE requests ADD COLUMN retain_reason TEXT
+            """,
+        ),
     ),
 )
 
@@ -215,7 +222,7 @@ RECORD_COLUMNS = (
     "seq, request_id, prepared_at, outcome, reason, scope_id, bank_ids, session_id, "
     "session_file, entry_id, recall_ms, total_ms, record_count, omitted, tokens, body_bytes, "
     "record_ids, memo_id, memo_refreshed_at, attached, attached_at, confirmed, confirmed_at, "
-    "payload_bytes, source, meta, omitted_by, queries"
+    "payload_bytes, source, meta, omitted_by, queries, retain, retain_reason"
 )
 INSERT_DELIVERED = (
     "INSERT INTO delivered_records (seq, position, record_id, section, record_key, type, "
@@ -369,6 +376,8 @@ def record_from_row(row: sqlite3.Row) -> EvidenceRecord:
         seq=row["seq"],
         omitted_by=json.loads(row["omitted_by"]),
         queries=json.loads(row["queries"]),
+        retain=row["retain"],
+        retain_reason=row["retain_reason"],
     )
 
 

@@ -22,6 +22,8 @@ Outcome = Literal[
     "error",
 ]
 
+RetainDecision = Literal["queued", "skipped"]
+
 
 def iso(timestamp: float | None) -> str | None:
     """Epoch seconds → ``2025-01-31T12:00:00.123Z`` (UTC)."""
@@ -124,6 +126,12 @@ class EvidenceRecord:
     # The query each recall was sent, redacted as sent ({"project": …, "user": …}; {}: kept
     # before queries were, or no recall ran).
     queries: Mapping[str, str] = field(default_factory=dict)
+    # What retain did with the completed request: "queued" (to the outbox), "skipped" with
+    # ``retain_reason`` (no knowledge in it: empty, acknowledgement, aborted, memory tools
+    # only), or None (not decided: the request did not complete, retain is off here, or the
+    # record is older than the decision is).
+    retain: str | None = None
+    retain_reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -142,6 +150,9 @@ class EvidenceRecord:
             "omitted": self.omitted,
             "omittedBy": dict(self.omitted_by),
             "queries": dict(self.queries),
+            "retain": None
+            if self.retain is None
+            else {"decision": self.retain, "reason": self.retain_reason},
             "tokens": self.tokens,
             "bodyBytes": self.body_bytes,
             "recordIds": list(self.record_ids),
