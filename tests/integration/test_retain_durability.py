@@ -241,7 +241,7 @@ SECRETS = {
     "npm": "npm_" + "Qw3rTy" * 6,
     "hindsight": "hsk_3f9a1c7e5b2d8046a9e1f3c5b7d90e42",  # token_hex(16)-shaped, not a placeholder
     "env": "s3cr3t-Pa55word-42",
-    "bearer": "Zx9" * 8,
+    "bearer": "Zx9Qm4Tr7Kp2Wv8Ln5Hs3Jd6",  # random-looking: a short repeat reads as a placeholder
     "url": "dbPa55w0rd",
 }
 PRIVATE_KEY_BODY = "MIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu"

@@ -16,14 +16,9 @@ from typing import Any
 import pytest
 
 from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME
-from tests.integration.retain_support import (
-    Sidecar,
-    exchange,
-    marker,
-    register,
-    write_config,
-)
 from tests.plugins.pi import make_repo
+from tests.support.retain import exchange, marker, register, write_config
+from tests.support.sidecar import Sidecar
 
 pytestmark = [pytest.mark.server]
 
