@@ -69,11 +69,20 @@ def _path(state_dir: Path) -> Path:
 
 
 def _load(state_dir: Path) -> dict[str, Any]:
+    """The pause file, or empty; a damaged one (bad bytes, deep nesting, wrong shapes) is read as
+    no pause, with a warning naming it: the next check rewrites it whole."""
+    path = _path(state_dir)
     try:
-        data = json.loads(_path(state_dir).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
         return {}
-    return data if isinstance(data, dict) else {}
+    except (OSError, ValueError, RecursionError) as error:
+        logger.warning("ignoring damaged %s (%s); the next budget check rewrites it", path, error)
+        return {}
+    if not isinstance(data, dict):
+        logger.warning("ignoring damaged %s (not an object)", path)
+        return {}
+    return {key: data[key] for key in ("paused", "resumed") if isinstance(data.get(key), dict)}
 
 
 def _save(state_dir: Path, data: dict[str, Any]) -> None:
