@@ -7,7 +7,7 @@ memo facts), an explicit note with a context of its own, User bank preferences, 
 against the real Hindsight server (``PI_HINDSIGHT_BENCH_SERVER_URL``, or a local one started with
 the stand-in LLM). Every request goes, at the same moment and with the same query, to
 
-- **baseline**: the rendering before issue 12 — a copy of the old ``engine/render.py`` kept in
+- **baseline**: the rendering before issue 12 — a copy of the old ``engine/memory_block.py`` kept in
   this file only, driven the way the old ``engine/delivery.py`` drove it (memo once per session,
   records already delivered left out);
 - **new, Pi 0.73.1**: the real sidecar, ``canSetSystemSection`` false (the session's first block
@@ -48,9 +48,9 @@ from _sidecar import Sidecar  # bench/_sidecar.py (benchmarks run as scripts)
 from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.backend.records import MemoryRecord
 from pi_hindsight.engine.memo_overlap import MemoStatements, words
+from pi_hindsight.engine.memory_block import FRAMING, memo_section
+from pi_hindsight.engine.memory_block import estimate_tokens as tokens
 from pi_hindsight.engine.query import build_query, is_trivial
-from pi_hindsight.engine.render import FRAMING, memo_section
-from pi_hindsight.engine.render import estimate_tokens as tokens
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, USER_SCOPE_TAGS
 
 PROJECT = "example.com/acme/shop"

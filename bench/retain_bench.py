@@ -241,7 +241,7 @@ def bytes_per_request(base_url: str, work: Path) -> dict[str, float]:
 
 
 def enqueue_rate(work: Path, *, render: bool) -> float:
-    from pi_hindsight.engine.transcript import ToolPolicy, render_turn
+    from pi_hindsight.engine.turn_text import ToolPolicy, render_turn
     from pi_hindsight.hosts.pi.messages import turn_messages
     from pi_hindsight.stores.outbox import Outbox
 

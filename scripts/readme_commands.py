@@ -23,7 +23,7 @@ from pi_hindsight.hosts.claude_code.naming import (
     REGISTER_COMMAND_ARGS,
     REGISTER_COMMAND_DESCRIPTION,
 )
-from pi_hindsight.hosts.pi.commands import COMMAND_ARGS, COMMANDS
+from pi_hindsight.hosts.pi.slash_commands import COMMAND_ARGS, COMMANDS
 from pi_hindsight.tools.specs import (
     MEMORY_DESCRIPTION,
     MEMORY_TOOL,

@@ -27,16 +27,21 @@ from pi_hindsight.cli.server_cmd import _describe_status
 from pi_hindsight.errors import CorruptStateError, LauncherError
 from pi_hindsight.launcher import (
     ServerInfo,
-    lifecycle,
     postgres,
     procs,
     recorded_base_url,
+    server_control,
     server_status,
     start_server,
     stop_server,
 )
 from pi_hindsight.launcher import hindsight as hs
-from pi_hindsight.launcher.state import PostgresRecord, ServerPaths, ServerRecord, save_record
+from pi_hindsight.launcher.server_record import (
+    PostgresRecord,
+    ServerPaths,
+    ServerRecord,
+    save_record,
+)
 from tests.plugins.hindsight_server import llm_mode_for_tests
 from tests.support.hf_cache import fake_cached_model
 
@@ -256,9 +261,9 @@ def test_the_launched_stand_in_serves_and_is_recognised_by_its_command_line(
         health = _http(url, "GET", "/_standin/health")
         assert (health["status"], health["roles"]) == ("ok", ["hindsight"])
         _wait_ready(legacy_ready, legacy)
-        assert lifecycle._alive("standin", identity)
-        assert lifecycle._alive("standin", legacy)
-        assert not lifecycle._alive("standin", other)
+        assert server_control._alive("standin", identity)
+        assert server_control._alive("standin", legacy)
+        assert not server_control._alive("standin", other)
     finally:
         outcomes = [
             procs.terminate(p, timeout=10, first=signal.SIGTERM) for p in (identity, legacy, other)

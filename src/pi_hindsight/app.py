@@ -18,7 +18,7 @@ from pi_hindsight.config import LoadedConfig, Settings, load_config
 from pi_hindsight.credentials import RotatingKey
 from pi_hindsight.engine.connection import BackendFactory, HindsightConnection, ServerAccess
 from pi_hindsight.engine.engine import ContextReader, MemoryEngine
-from pi_hindsight.engine.local_state import LocalState
+from pi_hindsight.engine.local_stores import LocalState
 from pi_hindsight.engine.retaining import Retainer
 from pi_hindsight.engine.shared import SharedParts
 from pi_hindsight.engine.types import HostFacts

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pi_hindsight.engine.render import FRAMING, MARK
+from pi_hindsight.engine.memory_block import FRAMING, MARK
 from tests.agent_models.claude_role import own_texts
 from tests.plugins.claude_code import ClaudeWorld
 from tests.plugins.pi import LoopbackListener, PiWorld, make_repo

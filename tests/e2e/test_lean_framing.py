@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pi_hindsight.engine.render import FRAMING, MARK
+from pi_hindsight.engine.memory_block import FRAMING, MARK
 from pi_hindsight.hosts.pi.naming import FRAMING_SECTION
 from tests.plugins.pi import PiWorld, make_repo
 from tests.plugins.pi_versions import PiInstall

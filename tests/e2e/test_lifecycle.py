@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from pi_hindsight.backend.hindsight import HindsightBackend
-from pi_hindsight.engine.memo import memo_id
 from pi_hindsight.engine.scope import Scope
+from pi_hindsight.engine.startup_memo import memo_id
 from tests.plugins.pi import PiWorld, make_repo
 from tests.support.pi_requests import memory_after, messages_of, requests_for
 from tests.support.retain import BankView

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pi_hindsight.engine.render import FRAMING
+from pi_hindsight.engine.memory_block import FRAMING
 from tests.plugins.pi import LoopbackListener, PiWorld, make_repo
 from tests.support.pi_requests import (
     FACT,

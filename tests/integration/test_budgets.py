@@ -17,7 +17,7 @@ import pytest
 
 from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.backend.records import BankMissions, RetainItem
-from pi_hindsight.engine.render import estimate_tokens
+from pi_hindsight.engine.memory_block import estimate_tokens
 from pi_hindsight.engine.scope import USER_SCOPE_TAGS
 from tests.plugins.pi import LoopbackListener, make_repo
 from tests.support.retain import register

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pi_hindsight.hosts.pi.explain import explain
+from pi_hindsight.hosts.pi.explain_reader import explain
 from pi_hindsight.hosts.pi.session_file import find_session_file, read_session
 from pi_hindsight.stores.evidence import EvidenceLedger, PreparedRecord
 from tests.agent_models import AgentStandIn

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from pi_hindsight.engine.memo_overlap import MemoStatements
-from pi_hindsight.engine.render import FRAMING, MARK, memo_section
+from pi_hindsight.engine.memory_block import FRAMING, MARK, memo_section
 
 pytestmark = pytest.mark.server
 

@@ -1,5 +1,6 @@
 """The startup memo's question, against the real server: a memo created with an older question
-asks the current one from then on (a broad question found no specific fact: see engine/memo.py)."""
+asks the current one from then on (a broad question found no specific fact: see
+engine/startup_memo.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from typing import Any
 import pytest
 
 from pi_hindsight.backend.hindsight import HindsightBackend
-from pi_hindsight.engine.memo import (
+from pi_hindsight.engine.scope import Scope
+from pi_hindsight.engine.startup_memo import (
     MEMO_SOURCE_QUERY,
     MemoCache,
     create_memo,
     memo_id,
 )
-from pi_hindsight.engine.scope import Scope
 
 pytestmark = pytest.mark.server
 

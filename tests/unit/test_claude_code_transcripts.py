@@ -13,9 +13,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pi_hindsight.engine.transcript import TurnMessage
+from pi_hindsight.engine.turn_text import TurnMessage
 from pi_hindsight.hosts.claude_code.cursors import Cursor, CursorStore
-from pi_hindsight.hosts.claude_code.transcripts import Delta, parse_delta, read_chunk
+from pi_hindsight.hosts.claude_code.transcript_file import Delta, parse_delta, read_chunk
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "claude_code"
 TOOLS = (DATA / "tools-and-compaction.jsonl").read_bytes()

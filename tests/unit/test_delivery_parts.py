@@ -4,10 +4,10 @@ import json
 from pathlib import Path
 
 from pi_hindsight.backend.records import MemoryRecord
-from pi_hindsight.engine.memo import memo_id
+from pi_hindsight.engine.memory_block import MessageBuilder, estimate_tokens
 from pi_hindsight.engine.query import build_query, is_trivial
-from pi_hindsight.engine.render import MessageBuilder, estimate_tokens
 from pi_hindsight.engine.scope import Scope
+from pi_hindsight.engine.startup_memo import memo_id
 from pi_hindsight.hosts.pi.session_file import (
     delivered_record_ids,
     memo_delivered,

@@ -22,7 +22,7 @@ from pi_hindsight.engine.types import (
     UserRequest,
 )
 from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME, EvidenceLedger, PreparedRecord
-from pi_hindsight.stores.evidence.explain import delivered_lines, diagnose, why_it_came
+from pi_hindsight.stores.evidence.diagnosis import delivered_lines, diagnose, why_it_came
 from pi_hindsight.stores.evidence.schema import SCHEMA, DeliveredItem
 
 RECORDS = (

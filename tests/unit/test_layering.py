@@ -29,7 +29,7 @@ HOST_WORD_EXCEPTIONS = {
     # The evidence ledger's JSON keeps Pi's names until the ledger is renamed with a migration
     # (issue 19, item 4).
     "stores/evidence/shapes.py",
-    "stores/evidence/explain.py",
+    "stores/evidence/diagnosis.py",
     # Reads the TypeScript Pi extension's evidence files and config keys: Pi's names by nature.
     "legacy/evidence_formats.py",
 }

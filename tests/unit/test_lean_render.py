@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pi_hindsight.backend.records import MemoryRecord, RecallScores
 from pi_hindsight.engine.memo_overlap import MemoStatements, words
-from pi_hindsight.engine.render import (
+from pi_hindsight.engine.memory_block import (
     FRAMING,
     MARK,
     PROJECT_TITLE,

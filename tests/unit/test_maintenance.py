@@ -15,7 +15,7 @@ from pi_hindsight.backend.mental_models import normalise_trigger
 from pi_hindsight.backend.records import TemplateImportResult
 from pi_hindsight.cli.main import cli
 from pi_hindsight.errors import ConfigError
-from pi_hindsight.maintenance import render
+from pi_hindsight.maintenance import plain_text
 from pi_hindsight.maintenance.common import as_json
 from pi_hindsight.maintenance.move import (
     DocumentMove,
@@ -145,7 +145,7 @@ def test_move_plan_counts_and_json() -> None:
     assert data["plan"]["fact_count"] == 3 and data["plan"]["can_apply"] is True
     assert data["plan"]["documents"][1]["state"] == "finish"
     json.dumps(data)  # plain JSON
-    text = render.move_result(MoveResult(plan=plan, applied=False))
+    text = plain_text.move_result(MoveResult(plan=plan, applied=False))
     assert "b [project:a]" in text and "b2 [project:c]" in text and "dry run" in text
     assert "finish (already copied)" in text
 
@@ -161,7 +161,7 @@ def test_template_plan_rendering_says_what_is_bank_wide() -> None:
         server=TemplateImportResult(True, True, ("m-1",), (), ("D [project:a]",), (), ()),
         manifest={},
     )
-    text = render.template_plan(plan)
+    text = plain_text.template_plan(plan)
     assert "bank-wide" in text and "update    m-1: M (source_query)" in text
     assert as_json(plan)["changes_anything"] is True
 

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pi_hindsight.engine.transcript import render_turn
+from pi_hindsight.engine.turn_text import render_turn
 from pi_hindsight.hosts.pi.messages import request_messages, turn_messages
 from pi_hindsight.hosts.pi.naming import CUSTOM_TYPE
 

@@ -30,7 +30,7 @@ from pi_hindsight.relevance import (
     strength,
 )
 from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME, EvidenceLedger, PreparedRecord
-from pi_hindsight.stores.evidence.explain import diagnose
+from pi_hindsight.stores.evidence.diagnosis import diagnose
 from pi_hindsight.stores.evidence.schema import SCHEMA
 
 

@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 from pi_hindsight.backend.records import MemoryRecord
 from pi_hindsight.engine import git_history
 from pi_hindsight.engine.delivery import hold_back, hold_back_memo
-from pi_hindsight.engine.render import record_key
+from pi_hindsight.engine.memory_block import record_key
 from pi_hindsight.engine.seeding import ScanReport, estimate_tokens
-from pi_hindsight.engine.transcript import render_turn
+from pi_hindsight.engine.turn_text import render_turn
 from pi_hindsight.hosts.pi.seed_sessions import PiSessions, requests_of
 from pi_hindsight.hosts.pi.session_file import read_session
 from pi_hindsight.stores.catalog import Catalog
-from pi_hindsight.stores.catalog_lifecycle import Corrected, CorrectionRecord
+from pi_hindsight.stores.corrections import Corrected, CorrectionRecord
 from tests.plugins.pi import make_repo
 from tests.support.pi_sessions import Exchange, write_session
 

@@ -28,9 +28,9 @@ from pi_hindsight.errors import (
     CorruptStateError,
     LauncherError,
 )
-from pi_hindsight.launcher import access, lifecycle
+from pi_hindsight.launcher import access, server_control
 from pi_hindsight.launcher import hindsight as hs
-from pi_hindsight.launcher.state import ServerPaths, ServerRecord, load_record, save_record
+from pi_hindsight.launcher.server_record import ServerPaths, ServerRecord, load_record, save_record
 
 KEY = "team-0123456789abcdefghij"
 
@@ -282,11 +282,11 @@ def test_a_running_server_is_reused_only_with_the_access_it_was_asked_for(tmp_pa
     keyless = ServerRecord(tmp_path, "offline", "now", "running", "127.0.0.1", 1)
     keyed = ServerRecord(tmp_path, "offline", "now", "running", "127.0.0.1", 1, api_key_env="K")
     with pytest.raises(LauncherError, match="without an API key"):
-        lifecycle._check_reused_auth(keyless, "K")
+        server_control._check_reused_auth(keyless, "K")
     with pytest.raises(LauncherError, match="with an API key") as caught:
-        lifecycle._check_reused_auth(keyed, None)
+        server_control._check_reused_auth(keyed, None)
     assert "--api-key-env K" in (caught.value.hint or "")
-    lifecycle._check_reused_auth(keyless, None)
+    server_control._check_reused_auth(keyless, None)
 
 
 def test_key_checks_against_a_keyed_server(keyed_server: str) -> None:

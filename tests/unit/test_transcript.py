@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pi_hindsight.config import RetainSettings
-from pi_hindsight.engine.transcript import ToolPolicy, render_turn
+from pi_hindsight.engine.turn_text import ToolPolicy, render_turn
 from pi_hindsight.hosts.pi.messages import turn_messages
 
 SECRET = "ghp_" + "Z9y8X7w6V5" * 3 + "u4T3s2"

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pi_hindsight.engine.transcript import TurnMessage
 from pi_hindsight.engine.trivial import classify, is_pleasantry
+from pi_hindsight.engine.turn_text import TurnMessage
 
 
 def _turn(user: str, assistant: str = "", tools: tuple[str, ...] = ()) -> list[TurnMessage]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pi_hindsight.backend.protocol import MemoryBackend
+from pi_hindsight.backend.interface import MemoryBackend
 from pi_hindsight.backend.records import (
     MISSION_KEYS,
     BankConfig,

@@ -1,4 +1,4 @@
-"""``HindsightBackend``: the :class:`~pi_hindsight.backend.protocol.MemoryBackend` over the
+"""``HindsightBackend``: the :class:`~pi_hindsight.backend.interface.MemoryBackend` over the
 official ``hindsight-client`` (its generated async API), composed of the resource modules.
 
 Why the low-level generated API and not the ``Hindsight`` convenience class (ADR 0002): the

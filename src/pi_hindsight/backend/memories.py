@@ -11,7 +11,7 @@ from hindsight_client_api.models.reflect_request import ReflectRequest
 from hindsight_client_api.models.retain_request import RetainRequest
 
 from pi_hindsight.backend._client import Resource, built
-from pi_hindsight.backend.protocol import Budget
+from pi_hindsight.backend.interface import Budget
 from pi_hindsight.backend.records import (
     MemoryRecord,
     RecallScores,

@@ -22,7 +22,7 @@ from pi_hindsight.cli._selected import (
     user_option,
 )
 from pi_hindsight.errors import ConfigError, ScopeError
-from pi_hindsight.maintenance import render
+from pi_hindsight.maintenance import plain_text
 from pi_hindsight.maintenance.common import as_json as to_json
 from pi_hindsight.maintenance.mental_models import (
     create_model,
@@ -78,7 +78,7 @@ def show(selected: Selected, as_json: bool) -> None:
     """Show the missions of the selected bank."""
     _act(
         selected,
-        render.missions,
+        plain_text.missions,
         as_json,
         lambda b: read_missions(b, selected.bank, timeout=selected.timeout),
     )
@@ -101,7 +101,7 @@ def set_mission(
     """Set the mission (TEXT) and/or the retain and observations missions (bank-wide)."""
     _act(
         selected,
-        render.mission_change,
+        plain_text.mission_change,
         as_json,
         lambda backend: update_missions(
             backend,
@@ -130,7 +130,7 @@ def list_models_command(selected: Selected, content: bool, as_json: bool) -> Non
     """Mental models carrying exactly the selected scope's tags."""
     _act(
         selected,
-        lambda found: render.models_list(found, content=content),
+        lambda found: plain_text.models_list(found, content=content),
         as_json,
         lambda b: list_models(b, selected.bank, tags=selected.tags, timeout=selected.timeout),
     )
@@ -155,7 +155,7 @@ def create(
     """Create a mental model NAME for the selected scope (its exact tags)."""
     _act(
         selected,
-        render.model_change,
+        plain_text.model_change,
         as_json,
         lambda backend: create_model(
             backend,
@@ -190,7 +190,7 @@ def update(
     """Change a mental model of the selected scope (a new query refreshes it)."""
     _act(
         selected,
-        render.model_change,
+        plain_text.model_change,
         as_json,
         lambda backend: update_model(
             backend,
@@ -214,7 +214,7 @@ def delete(selected: Selected, model_id: str, apply: bool, as_json: bool) -> Non
     """Delete a mental model of the selected scope (its memories stay)."""
     _act(
         selected,
-        render.model_change,
+        plain_text.model_change,
         as_json,
         lambda b: delete_model(
             b, selected.bank, selected.tags, model_id, apply=apply, timeout=selected.timeout
@@ -292,7 +292,7 @@ def move(
         )
     _act(
         selected,
-        render.move_result,
+        plain_text.move_result,
         as_json,
         lambda backend: move_scope(
             backend,

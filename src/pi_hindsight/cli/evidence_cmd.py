@@ -13,10 +13,10 @@ import click
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
 from pi_hindsight.config import load_config
 from pi_hindsight.errors import StateError
-from pi_hindsight.hosts.pi.explain import explain
+from pi_hindsight.hosts.pi.explain_reader import explain
 from pi_hindsight.legacy.evidence_import import MigrationNoSpace, MigrationReport, migrate_file
 from pi_hindsight.paths import pi_agent_dir
-from pi_hindsight.stores.evidence.explain import (
+from pi_hindsight.stores.evidence.diagnosis import (
     Explanation,
     delivered_lines,
     held_as_item,

@@ -181,7 +181,7 @@ def correct(record_id: str, text: str, cwd: Path, state_dir: Path | None, as_jso
 
 async def _remove_correction(state_dir: Path, cwd: Path, record_id: str) -> ToolResult:
     from pi_hindsight.app import CLI_HOST, build_engine  # noqa: PLC0415 - keep `--help` fast
-    from pi_hindsight.tools.lifecycle import remove_correction  # noqa: PLC0415
+    from pi_hindsight.tools.forget_correct import remove_correction  # noqa: PLC0415
 
     engine = build_engine(CLI_HOST, state_dir, passive=True)
     info = SessionInfo(f"cli-{uuid.uuid4()}", cwd, None, has_ui=False, reason="cli")

@@ -11,8 +11,8 @@ import click
 
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
 from pi_hindsight.errors import ConfigError
-from pi_hindsight.stores.restore import restore as restore_event
 from pi_hindsight.stores.set_aside import SetAsideEvent, SetAsideRecord, describe
+from pi_hindsight.stores.set_aside_restore import restore as restore_event
 
 
 @click.group()

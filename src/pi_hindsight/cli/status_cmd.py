@@ -20,7 +20,7 @@ from pi_hindsight.config_display import basic_auth, display_url, scrub, url_secr
 from pi_hindsight.engine.status import EngineStatus, describe_status
 from pi_hindsight.engine.types import SessionInfo
 from pi_hindsight.errors import BackendAuthRejected, StateError
-from pi_hindsight.launcher.state import ServerPaths, load_record
+from pi_hindsight.launcher.server_record import ServerPaths, load_record
 from pi_hindsight.transport import (
     TLS_HINT,
     CaFileError,

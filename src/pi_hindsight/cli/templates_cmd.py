@@ -7,7 +7,7 @@ import click
 
 from pi_hindsight.cli._common import echo_json, json_option
 from pi_hindsight.cli._selected import Selected, apply_option, on_selected_bank, run
-from pi_hindsight.maintenance import render
+from pi_hindsight.maintenance import plain_text
 from pi_hindsight.maintenance.common import as_json as to_json
 from pi_hindsight.maintenance.templates import (
     TEMPLATE_NAMES,
@@ -33,7 +33,7 @@ def list_command(as_json: bool) -> None:
     if as_json:
         echo_json(to_json(infos))
     else:
-        click.echo(render.templates_list(infos))
+        click.echo(plain_text.templates_list(infos))
 
 
 def _preview(selected: Selected, name: str) -> TemplatePlan:
@@ -54,7 +54,7 @@ def preview(selected: Selected, name: str, as_json: bool) -> None:
     if as_json:
         echo_json(to_json(plan))
     else:
-        click.echo(render.template_plan(plan))
+        click.echo(plain_text.template_plan(plan))
 
 
 @templates.command()
@@ -68,7 +68,7 @@ def apply(selected: Selected, name: str, apply: bool, as_json: bool) -> None:
         if as_json:
             echo_json({"applied": False, "plan": to_json(plan)})
         else:
-            click.echo(render.template_plan(plan))
+            click.echo(plain_text.template_plan(plan))
             click.echo("dry run: nothing changed; run again with --apply to apply it")
         return
     applied = run(
@@ -80,4 +80,4 @@ def apply(selected: Selected, name: str, apply: bool, as_json: bool) -> None:
     if as_json:
         echo_json({"applied": True, **to_json(applied)})
     else:
-        click.echo(render.template_applied(applied))
+        click.echo(plain_text.template_applied(applied))

@@ -22,9 +22,7 @@ from pi_hindsight import relevance
 from pi_hindsight.backend import MemoryBackend, MemoryRecord
 from pi_hindsight.config import Settings
 from pi_hindsight.engine.connection import HindsightConnection
-from pi_hindsight.engine.memo import MemoCache, MemoState, memo_id
-from pi_hindsight.engine.query import build_query, is_trivial
-from pi_hindsight.engine.render import (
+from pi_hindsight.engine.memory_block import (
     PROJECT_TITLE,
     USER_TITLE,
     MessageBuilder,
@@ -32,7 +30,9 @@ from pi_hindsight.engine.render import (
     record_key,
     record_text,
 )
+from pi_hindsight.engine.query import build_query, is_trivial
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, USER_SCOPE_TAGS, Scope
+from pi_hindsight.engine.startup_memo import MemoCache, MemoState, memo_id
 from pi_hindsight.engine.types import (
     Delivery,
     DeliveryDetails,
@@ -49,7 +49,7 @@ from pi_hindsight.engine.types import (
 from pi_hindsight.errors import BackendError, PiHindsightError
 from pi_hindsight.redacting import redact
 from pi_hindsight.relevance import RelevanceBars
-from pi_hindsight.stores.catalog_lifecycle import Corrected
+from pi_hindsight.stores.corrections import Corrected
 
 logger = logging.getLogger(__name__)
 

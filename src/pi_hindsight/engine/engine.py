@@ -31,9 +31,9 @@ from pi_hindsight.engine import sessions
 from pi_hindsight.engine.budget import BudgetGate, read_pause
 from pi_hindsight.engine.connection import BackendFactory, HindsightConnection
 from pi_hindsight.engine.delivery import Deliverer
-from pi_hindsight.engine.local_state import LocalState, with_catalog_hint
+from pi_hindsight.engine.local_stores import LocalState, with_catalog_hint
+from pi_hindsight.engine.memory_block import FRAMING
 from pi_hindsight.engine.recording import EvidenceRecorder
-from pi_hindsight.engine.render import FRAMING
 from pi_hindsight.engine.retaining import Retainer
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.sessions import Session
@@ -53,7 +53,7 @@ from pi_hindsight.engine.types import (
 from pi_hindsight.engine.usage import SPEND_CACHE_S, STATUS_TIMEOUT_S, LastDay, last_day
 from pi_hindsight.errors import NoSession, PiHindsightError, ScopeError
 from pi_hindsight.identity import resolve_identity
-from pi_hindsight.stores.catalog_lifecycle import Corrected
+from pi_hindsight.stores.corrections import Corrected
 from pi_hindsight.stores.evidence.shapes import EvidencePage
 from pi_hindsight.stores.handles import AsyncCatalog
 from pi_hindsight.stores.outbox import OutboxHealth

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 
 from pi_hindsight.config import EvidenceSettings
-from pi_hindsight.engine.local_state import LocalState
+from pi_hindsight.engine.local_stores import LocalState
 from pi_hindsight.engine.trivial import Skip
 from pi_hindsight.engine.types import Delivery, Notice, UserRequest, scores_json
 from pi_hindsight.errors import PiHindsightError, StateError

@@ -2,7 +2,7 @@
 durable outbox before any network call (R-RETAIN-1), and the worker that drains it.
 
 What of a request is kept follows the retain policy, and every secret found is redacted first
-(``engine/transcript.py``); the same request id twice is stored once. Rendering and redaction run
+(``engine/turn_text.py``); the same request id twice is stored once. Rendering and redaction run
 in a thread (a turn can carry megabytes of tool output), one turn at a time, so a session's
 requests are committed in order.
 """
@@ -19,11 +19,11 @@ from datetime import UTC, datetime
 from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.backend.records import RetainItem
 from pi_hindsight.config import RetainSettings
-from pi_hindsight.engine.local_state import LocalState
+from pi_hindsight.engine.local_stores import LocalState
 from pi_hindsight.engine.retain_worker import FORCED_SUFFIX, Gate, RetainWorker
 from pi_hindsight.engine.scope import Scope
-from pi_hindsight.engine.transcript import ToolPolicy, render_turn
 from pi_hindsight.engine.trivial import Skip, classify
+from pi_hindsight.engine.turn_text import ToolPolicy, render_turn
 from pi_hindsight.engine.types import CompletedTurn, HostFacts
 from pi_hindsight.errors import StateError
 from pi_hindsight.redacting import redact

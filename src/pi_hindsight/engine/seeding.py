@@ -35,7 +35,7 @@ from pi_hindsight.backend.records import RetainItem
 from pi_hindsight.config import Settings
 from pi_hindsight.engine import git_history
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, Scope, resolve_scope
-from pi_hindsight.engine.transcript import ToolPolicy, TurnMessage, render_turn
+from pi_hindsight.engine.turn_text import ToolPolicy, TurnMessage, render_turn
 from pi_hindsight.engine.types import HostFacts
 from pi_hindsight.errors import BackendError, PiHindsightError, ScopeError
 from pi_hindsight.identity import ProjectIdentity

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 
 from pi_hindsight.engine.connection import HindsightConnection
-from pi_hindsight.engine.local_state import LocalState
+from pi_hindsight.engine.local_stores import LocalState
 from pi_hindsight.engine.retaining import Retainer
 from pi_hindsight.stores.runner import run_store
 

@@ -16,7 +16,7 @@ from pi_hindsight.engine.usage import LastDay
 from pi_hindsight.errors import StateError
 from pi_hindsight.relevance import describe as describe_relevance
 from pi_hindsight.stores.catalog import Catalog
-from pi_hindsight.stores.catalog_lifecycle import LifecycleCounts
+from pi_hindsight.stores.corrections import LifecycleCounts
 from pi_hindsight.stores.evidence import EvidenceLedger
 from pi_hindsight.stores.outbox import Outbox, counts_line
 from pi_hindsight.stores.set_aside import SetAsideEvent, describe

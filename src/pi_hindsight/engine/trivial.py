@@ -27,7 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pi_hindsight.engine.transcript import MEMORY_TOOL_PREFIX, TurnMessage
+from pi_hindsight.engine.turn_text import MEMORY_TOOL_PREFIX, TurnMessage
 
 # Words a pleasantry is made of; a sentence made only of these says nothing about the project.
 _PLEASANTRIES = """

@@ -16,7 +16,7 @@ from typing import Any, Literal, get_args
 
 from pi_hindsight.backend.records import RecallScores
 from pi_hindsight.engine.scope import Scope
-from pi_hindsight.engine.transcript import TurnMessage
+from pi_hindsight.engine.turn_text import TurnMessage
 
 # Every request ends in exactly one of these (R-RECALL-6 / issue 5): visible in status and evidence.
 # ``not_user_request``: a run the host started for something other than the user (another
@@ -245,7 +245,7 @@ class DeliveredRecord:
     """
 
     id: str
-    key: str  # engine/render.py record_key of the text
+    key: str  # engine/memory_block.py record_key of the text
     section: str  # "project", "user"
     type: str | None = None  # world, experience, observation
     document_id: str | None = None
@@ -303,7 +303,7 @@ class HeldRecord:
     keeps what was delivered, not memory that was not."""
 
     id: str
-    key: str  # engine/render.py record_key of the text
+    key: str  # engine/memory_block.py record_key of the text
     section: str  # "project", "user"
     text: str  # redacted, on one line, trimmed like a delivered record
     reason: str  # relevance.BELOW_RELEVANCE
@@ -332,10 +332,10 @@ class DeliveryDetails:
     bank_id: str | None = None
     bank_ids: tuple[str, ...] = ()  # every bank recall asked
     record_ids: tuple[str, ...] = ()
-    record_keys: tuple[str, ...] = ()  # engine/render.py record_key, per delivered record
+    record_keys: tuple[str, ...] = ()  # engine/memory_block.py record_key, per delivered record
     records: tuple[DeliveredRecord, ...] = ()  # per delivered record, in block order
     framed: bool = False  # the block carries the full framing (R-RECALL-5), not only the mark
-    memo_status: str | None = None  # engine/memo.py MemoStatus, when the memo was fetched
+    memo_status: str | None = None  # engine/startup_memo.py MemoStatus, when the memo was fetched
     memo_version: str | None = None  # of the memo this delivery included
     memo: MemoUse | None = None
     omitted: Omitted | None = None  # None: recall did not run (or found nothing to compose)
@@ -444,7 +444,7 @@ class VisibleContext:
     says the context changed (resume, compaction)."""
 
     record_ids: set[str] = field(default_factory=set)
-    record_keys: set[str] = field(default_factory=set)  # engine/render.py record_key
+    record_keys: set[str] = field(default_factory=set)  # engine/memory_block.py record_key
     memo_version: str | None = None
     memo_text: str | None = None  # the memo's text as that delivery showed it
     framed: bool = False  # a delivered block there carries the full framing

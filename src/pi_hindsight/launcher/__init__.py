@@ -13,14 +13,14 @@ See docs/server.md for where things live and which environment variables matter.
 
 from __future__ import annotations
 
-from pi_hindsight.launcher.lifecycle import (
+from pi_hindsight.launcher.reports import ServerInfo, ServerStatus, StoppedProcess, StopReport
+from pi_hindsight.launcher.server_control import (
     recorded_base_url,
     server_status,
     start_server,
     stop_server,
 )
-from pi_hindsight.launcher.reports import ServerInfo, ServerStatus, StoppedProcess, StopReport
-from pi_hindsight.launcher.state import LlmMode
+from pi_hindsight.launcher.server_record import LlmMode
 
 __all__ = [
     "LlmMode",

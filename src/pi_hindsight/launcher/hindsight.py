@@ -30,7 +30,7 @@ from pathlib import Path
 from pi_hindsight.errors import LauncherError
 from pi_hindsight.launcher import access, procs
 from pi_hindsight.launcher.reranker import Reranker, fallback
-from pi_hindsight.launcher.state import LlmMode, ServerPaths, ServerRecord
+from pi_hindsight.launcher.server_record import LlmMode, ServerPaths, ServerRecord
 
 logger = logging.getLogger(__name__)
 

@@ -42,7 +42,12 @@ from typing import Any
 
 from pi_hindsight.errors import LauncherError
 from pi_hindsight.launcher import procs
-from pi_hindsight.launcher.state import PostgresRecord, ServerPaths, read_json, write_private
+from pi_hindsight.launcher.server_record import (
+    PostgresRecord,
+    ServerPaths,
+    read_json,
+    write_private,
+)
 
 logger = logging.getLogger(__name__)
 

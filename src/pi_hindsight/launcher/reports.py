@@ -10,7 +10,7 @@ from typing import Any
 
 from pi_hindsight.launcher import access, procs
 from pi_hindsight.launcher.reranker import Reranker
-from pi_hindsight.launcher.state import DatabaseRecord, LlmMode
+from pi_hindsight.launcher.server_record import DatabaseRecord, LlmMode
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pi_hindsight.backend.protocol import MemoryBackend
+from pi_hindsight.backend.interface import MemoryBackend
 from pi_hindsight.errors import BankNotFound
 
 

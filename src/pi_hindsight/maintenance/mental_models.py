@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pi_hindsight.backend.protocol import MemoryBackend
+from pi_hindsight.backend.interface import MemoryBackend
 from pi_hindsight.backend.records import MentalModel
 from pi_hindsight.errors import BackendRejected, ConfigError, ScopeError
 from pi_hindsight.maintenance.common import FieldChange, require_bank
 from pi_hindsight.maintenance.templates import scope_suffix
 
-MEMO_PREFIX = "pi-memo-"  # engine/memo.py: the startup memo's ids
+MEMO_PREFIX = "pi-memo-"  # engine/startup_memo.py: the startup memo's ids
 MODEL_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,99}$")  # Hindsight's id rule, bounded
 DEFAULT_MAX_TOKENS = 1024
 MIN_TOKENS, MAX_TOKENS = 256, 8192  # Hindsight's bounds

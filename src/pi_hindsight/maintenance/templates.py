@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, ClassVar, Literal
 
-from pi_hindsight.backend.protocol import MemoryBackend
+from pi_hindsight.backend.interface import MemoryBackend
 from pi_hindsight.backend.records import (
     BankConfig,
     DirectiveInfo,

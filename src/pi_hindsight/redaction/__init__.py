@@ -20,7 +20,7 @@ The detectors, one module each:
   and check checksums where the format has one (:mod:`.checksums`);
 - :mod:`.blocks`: private key blocks, PuTTY keys, Kubernetes ``Secret`` data;
 - :mod:`.assignments`: values assigned to secret-named keys, gated by :mod:`.values`;
-- :mod:`.commands`: ``curl -u``, ``auth=(…)``, ``mysql -p…``, ``Cookie:``;
+- :mod:`.command_lines`: ``curl -u``, ``auth=(…)``, ``mysql -p…``, ``Cookie:``;
 - :mod:`.context`: random tokens near secret words, passwords in prose;
 - :mod:`.comparisons`: literals compared with or passed to secret-named variables and setters.
 
@@ -51,7 +51,7 @@ from pi_hindsight import redaction_rules as user_rules
 from pi_hindsight.redaction import (
     assignments,
     blocks,
-    commands,
+    command_lines,
     comparisons,
     context,
     finder,
@@ -107,11 +107,15 @@ _DETECTORS = (
         _words(names.SECRET_WORDS),
         ("env_assignment", "secret_assignment"),
     ),
-    _Detector(commands.find_curl_users, (("-u", False), ("--user", False)), ("basic_auth",)),
-    _Detector(commands.find_auth_pairs, (("auth", True),), ("basic_auth",)),
-    _Detector(commands.find_cli_passwords, _words(commands.CLI_TRIGGERS), ("cli_password",)),
-    _Detector(commands.find_cookies, (("cookie", True),), ("cookie",)),
-    _Detector(commands.find_sql_passwords, _words(commands.SQL_TRIGGERS), ("sql_password",)),
+    _Detector(command_lines.find_curl_users, (("-u", False), ("--user", False)), ("basic_auth",)),
+    _Detector(command_lines.find_auth_pairs, (("auth", True),), ("basic_auth",)),
+    _Detector(
+        command_lines.find_cli_passwords, _words(command_lines.CLI_TRIGGERS), ("cli_password",)
+    ),
+    _Detector(command_lines.find_cookies, (("cookie", True),), ("cookie",)),
+    _Detector(
+        command_lines.find_sql_passwords, _words(command_lines.SQL_TRIGGERS), ("sql_password",)
+    ),
     _Detector(
         comparisons.find_comparisons, comparisons.TRIGGERS, ("secret_comparison", "secret_call")
     ),

@@ -31,7 +31,7 @@ from typing import Any, BinaryIO, Protocol
 from pi_hindsight import __version__
 from pi_hindsight.errors import NoSession, PiHindsightError, RpcError
 from pi_hindsight.paths import ensure_private_dir
-from pi_hindsight.rpc import protocol
+from pi_hindsight.rpc import jsonrpc
 
 logger = logging.getLogger(__name__)
 
@@ -104,26 +104,26 @@ def _configure_logging(state_dir: Path) -> None:
     root.addHandler(file_handler)
 
 
-def _error_answer(request: protocol.Request, failure: Exception) -> dict[str, Any]:
+def _error_answer(request: jsonrpc.Request, failure: Exception) -> dict[str, Any]:
     """The JSON-RPC error for a failed handler; a handler bug is logged with its traceback."""
     if isinstance(failure, RpcError):
-        return protocol.error(request.id, failure.code, str(failure), failure.data)
+        return jsonrpc.error(request.id, failure.code, str(failure), failure.data)
     if isinstance(failure, NoSession):
-        return protocol.error(request.id, protocol.INVALID_REQUEST, str(failure))
+        return jsonrpc.error(request.id, jsonrpc.INVALID_REQUEST, str(failure))
     if isinstance(failure, PiHindsightError):
-        return protocol.error(
-            request.id, protocol.INTERNAL_ERROR, str(failure), {"hint": failure.hint}
+        return jsonrpc.error(
+            request.id, jsonrpc.INTERNAL_ERROR, str(failure), {"hint": failure.hint}
         )
     # The loop survives a handler bug: log it with the traceback and answer the call.
     logger.error("handler %s failed", request.method, exc_info=failure)
-    return protocol.error(request.id, protocol.INTERNAL_ERROR, f"internal error: {failure}")
+    return jsonrpc.error(request.id, jsonrpc.INTERNAL_ERROR, f"internal error: {failure}")
 
 
 class Sidecar:
     def __init__(self, host: Dispatcher, output: BinaryIO, shutdown_bound_s: float = 2.0) -> None:
         self.host = host
         self._output = output
-        self._tasks: dict[protocol.RequestId, asyncio.Task[None]] = {}
+        self._tasks: dict[jsonrpc.RequestId, asyncio.Task[None]] = {}
         self._running: set[asyncio.Task[None]] = set()
         self._durable: set[asyncio.Task[None]] = set()  # must finish even when shutting down
         self._stopping = asyncio.Event()
@@ -138,15 +138,15 @@ class Sidecar:
 
     def send(self, message: dict[str, Any]) -> None:
         try:
-            line = protocol.encode(message)
+            line = jsonrpc.encode(message)
         except (TypeError, ValueError) as failure:
             # A value JSON cannot express (a handler bug): a caller still gets an answer.
             logger.error("cannot encode a message (%s): %s", message.get("method"), failure)
             if "id" not in message:
                 return
-            line = protocol.encode(
-                protocol.error(
-                    message.get("id"), protocol.INTERNAL_ERROR, "internal error: unencodable result"
+            line = jsonrpc.encode(
+                jsonrpc.error(
+                    message.get("id"), jsonrpc.INTERNAL_ERROR, "internal error: unencodable result"
                 )
             )
         try:
@@ -157,21 +157,21 @@ class Sidecar:
             self._stopping.set()
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
-        self.send(protocol.notification(method, params))
+        self.send(jsonrpc.notification(method, params))
 
-    async def _run_request(self, request: protocol.Request) -> None:
+    async def _run_request(self, request: jsonrpc.Request) -> None:
         handler = self.host.handlers.get(request.method)
         answer: dict[str, Any] | None
         try:
             if handler is None:
-                raise RpcError(protocol.METHOD_NOT_FOUND, f"unknown method {request.method!r}")
+                raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"unknown method {request.method!r}")
             value = await handler(request.params)
         except asyncio.CancelledError:
-            answer = protocol.error(request.id, protocol.REQUEST_CANCELLED, "request cancelled")
+            answer = jsonrpc.error(request.id, jsonrpc.REQUEST_CANCELLED, "request cancelled")
         except Exception as failure:
             answer = _error_answer(request, failure)
         else:
-            answer = protocol.result(request.id, value) if request.id is not None else None
+            answer = jsonrpc.result(request.id, value) if request.id is not None else None
         finally:
             if request.id is not None:
                 self._tasks.pop(request.id, None)
@@ -183,26 +183,26 @@ class Sidecar:
         if not line.strip():
             return
         try:
-            request = protocol.decode(line)
+            request = jsonrpc.decode(line)
         except RpcError as failure:
             request_id = failure.data.get("id") if isinstance(failure.data, dict) else None
-            self.send(protocol.error(request_id, failure.code, str(failure)))
+            self.send(jsonrpc.error(request_id, failure.code, str(failure)))
             return
         if request.method == "$/cancelRequest":
-            cancelled = protocol.cancelled_id(request.params)
+            cancelled = jsonrpc.cancelled_id(request.params)
             task = None if cancelled is None else self._tasks.get(cancelled)
             if task is not None:
                 task.cancel()
             if request.id is not None:  # sent as a request: it is answered like one
-                self.send(protocol.result(request.id, None))
+                self.send(jsonrpc.result(request.id, None))
             return
         if request.method == "shutdown":
             asyncio.get_running_loop().create_task(self._shutdown(request))
             return
         if request.id is not None and request.id in self._tasks:
             self.send(
-                protocol.error(
-                    request.id, protocol.INVALID_REQUEST, "a request with this id is in flight"
+                jsonrpc.error(
+                    request.id, jsonrpc.INVALID_REQUEST, "a request with this id is in flight"
                 )
             )
             return
@@ -211,9 +211,9 @@ class Sidecar:
             # memory for it) and a notification is dropped; neither is queued without bound.
             if request.id is not None:
                 self.send(
-                    protocol.error(
+                    jsonrpc.error(
                         request.id,
-                        protocol.SERVER_BUSY,
+                        jsonrpc.SERVER_BUSY,
                         f"busy: {MAX_IN_FLIGHT} requests are in flight; try again",
                     )
                 )
@@ -229,11 +229,11 @@ class Sidecar:
         if request.id is not None:
             self._tasks[request.id] = task
 
-    async def _shutdown(self, request: protocol.Request | None) -> None:
+    async def _shutdown(self, request: jsonrpc.Request | None) -> None:
         if self._shutting_down:
             if request is not None and request.id is not None:
                 await self._stopping.wait()
-                self.send(protocol.result(request.id, {"flushed": 0, "pending": -1}))
+                self.send(jsonrpc.result(request.id, {"flushed": 0, "pending": -1}))
             return
         self._shutting_down = True
         # A turn received before the shutdown is committed to the outbox, never cancelled
@@ -248,14 +248,14 @@ class Sidecar:
             None if request is None else request.params, self.shutdown_bound_s
         )
         if request is not None and request.id is not None:
-            self.send(protocol.result(request.id, result))
+            self.send(jsonrpc.result(request.id, result))
         self._stopping.set()
 
     async def serve(self, inbox: Inbox) -> None:
         self.notify(
             "ready",
             {
-                "protocolVersion": protocol.PROTOCOL_VERSION,
+                "protocolVersion": jsonrpc.PROTOCOL_VERSION,
                 "version": __version__,
                 "pid": os.getpid(),
             },
@@ -274,9 +274,9 @@ class Sidecar:
             if isinstance(line, Oversized):
                 inbox.taken(b"")
                 self.send(
-                    protocol.error(
-                        protocol.salvage_id(line.head),
-                        protocol.INVALID_REQUEST,
+                    jsonrpc.error(
+                        jsonrpc.salvage_id(line.head),
+                        jsonrpc.INVALID_REQUEST,
                         f"message too large (over {_MAX_LINE_BYTES} bytes)",
                     )
                 )

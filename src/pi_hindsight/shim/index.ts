@@ -33,7 +33,7 @@ import {
 /** This shim's version (= package.json "version"), sent in `initialize`: which files Pi loaded. */
 export const SHIM_VERSION = "0.1.0";
 const STATUS_KEY = "hindsight";
-/** The customType of the hidden memory message (engine/render.py CUSTOM_TYPE). */
+/** The customType of the hidden memory message (engine/memory_block.py CUSTOM_TYPE). */
 const MEMORY_CUSTOM_TYPE = "hindsight-memory";
 const DEFAULT_ARGS = ["-m", "pi_hindsight", "serve"];
 const SETUP_HINT = "pi-hindsight: run `pi-hindsight setup`";

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from pi_hindsight.errors import StateError
-from pi_hindsight.stores.catalog_lifecycle import MIGRATION as LIFECYCLE_MIGRATION
-from pi_hindsight.stores.catalog_lifecycle import LifecycleRecords
+from pi_hindsight.stores.corrections import MIGRATION as LIFECYCLE_MIGRATION
+from pi_hindsight.stores.corrections import LifecycleRecords
 from pi_hindsight.stores.sqlite import (
     Migration,
     SetAside,

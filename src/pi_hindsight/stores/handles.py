@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pi_hindsight.stores.catalog import Catalog, OperationRecord
-from pi_hindsight.stores.catalog_lifecycle import CorrectionRecord
+from pi_hindsight.stores.corrections import CorrectionRecord
 from pi_hindsight.stores.runner import run_store
 
 

@@ -47,7 +47,7 @@ from pi_hindsight.stores.outbox_records import (
     owner_id,
     owner_is_gone,
 )
-from pi_hindsight.stores.outbox_restore import RestoreResult, restore_rows
+from pi_hindsight.stores.outbox_requeue import RestoreResult, restore_rows
 from pi_hindsight.stores.outbox_schema import SCHEMA
 from pi_hindsight.stores.outbox_skipped import SkippedRequest
 from pi_hindsight.stores.sqlite import (
@@ -510,7 +510,7 @@ class Outbox:
         self, items: Sequence[dict[str, Any]], batches: Sequence[dict[str, Any]]
     ) -> RestoreResult:
         """Queue the unfinished items (and their batches) read from a set-aside outbox
-        (``stores/outbox_restore.py``); idempotent."""
+        (``stores/outbox_requeue.py``); idempotent."""
         return restore_rows(self._connection, self.path, items, batches)
 
     # -- reading ---------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pi_hindsight.errors import BackendError, PiHindsightError
-from pi_hindsight.tools import lifecycle, memo, notes, search
+from pi_hindsight.tools import forget_correct, notes, search, status_memo
 from pi_hindsight.tools.context import ToolContext, require_scope
 from pi_hindsight.tools.specs import (
     MEMORY_DESCRIPTION,
@@ -73,16 +73,16 @@ async def _mental_models(context: ToolContext, args: MemoryArgs) -> ToolResult:
 
 
 ACTIONS: dict[str, Action] = {
-    "status": memo.status,
+    "status": status_memo.status,
     "recall": search.recall,
     "reflect": search.reflect,
-    "refresh_memo": memo.refresh_memo,
+    "refresh_memo": status_memo.refresh_memo,
     "retain": notes.retain,
     "mission": _mission,
     "mental_models": _mental_models,
-    "forget": lifecycle.forget,
-    "correct": lifecycle.correct,
-    "corrections": lifecycle.corrections,
+    "forget": forget_correct.forget,
+    "correct": forget_correct.correct,
+    "corrections": forget_correct.corrections,
 }
 
 

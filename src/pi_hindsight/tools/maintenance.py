@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pi_hindsight.engine.scope import USER_SCOPE_TAGS, Scope
 from pi_hindsight.errors import ConfigError, ScopeError
-from pi_hindsight.maintenance import mental_models, missions, render, templates
+from pi_hindsight.maintenance import mental_models, missions, plain_text, templates
 from pi_hindsight.maintenance.common import as_json
 from pi_hindsight.tools.context import ToolContext
 
@@ -70,7 +70,7 @@ async def mission(
     timeout = context.settings.timeout_ms / 1000
     if new_mission is None and retain_mission is None and observations_mission is None:
         current = await missions.read_missions(backend, scope.bank_id, timeout=timeout)
-        return Rendered(render.missions(current), {"missions": as_json(current)})
+        return Rendered(plain_text.missions(current), {"missions": as_json(current)})
     change = await missions.update_missions(
         backend,
         scope.bank_id,
@@ -81,7 +81,7 @@ async def mission(
         timeout=timeout,
     )
     note = "" if apply else "\nDry run: nothing changed. Call again with apply: true to change it."
-    return Rendered(render.mission_change(change) + note, {"change": as_json(change)})
+    return Rendered(plain_text.mission_change(change) + note, {"change": as_json(change)})
 
 
 async def models(
@@ -100,7 +100,7 @@ async def models(
         found = await mental_models.list_models(
             backend, scope.bank_id, tags=scope.tags, timeout=timeout
         )
-        return Rendered(render.models_list(found), {"models": as_json(found)})
+        return Rendered(plain_text.models_list(found), {"models": as_json(found)})
     if action == "create":
         if not name or not source_query:
             raise ConfigError("create needs 'name' and 'sourceQuery'")
@@ -132,11 +132,11 @@ async def models(
             backend, scope.bank_id, scope.tags, model_id, apply=apply, timeout=timeout
         )
     note = "" if apply else "\nDry run: nothing changed. Call again with apply: true to do it."
-    return Rendered(render.model_change(change) + note, {"change": as_json(change)})
+    return Rendered(plain_text.model_change(change) + note, {"change": as_json(change)})
 
 
 def templates_text() -> str:
-    return render.templates_list(templates.list_templates())
+    return plain_text.templates_list(templates.list_templates())
 
 
 async def template_preview(context: ToolContext, target: Target, name: str) -> Rendered:
@@ -145,7 +145,7 @@ async def template_preview(context: ToolContext, target: Target, name: str) -> R
         backend, target.bank, name, tags=target.tags, timeout=context.settings.timeout_ms / 1000
     )
     return Rendered(
-        render.template_plan(plan), {"plan": as_json(plan), "changes": plan.changes_anything}
+        plain_text.template_plan(plan), {"plan": as_json(plan), "changes": plan.changes_anything}
     )
 
 
@@ -154,4 +154,4 @@ async def template_apply(context: ToolContext, target: Target, name: str) -> Ren
     applied = await templates.apply_template(
         backend, target.bank, name, tags=target.tags, timeout=context.settings.timeout_ms / 1000
     )
-    return Rendered(render.template_applied(applied), {"matchesPlan": applied.matches_plan})
+    return Rendered(plain_text.template_applied(applied), {"matchesPlan": applied.matches_plan})

@@ -5,7 +5,7 @@ timeout; a cancel ends it at once)."""
 from __future__ import annotations
 
 from pi_hindsight.backend.records import MemoryRecord
-from pi_hindsight.engine.render import defuse, render_record
+from pi_hindsight.engine.memory_block import defuse, render_record
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, USER_SCOPE_TAGS
 from pi_hindsight.redacting import redact
 from pi_hindsight.tools.context import ToolContext, require_scope

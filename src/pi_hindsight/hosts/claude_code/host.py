@@ -47,7 +47,7 @@ from pi_hindsight.hosts.adapter import HostAdapter, HostSession
 from pi_hindsight.hosts.claude_code.cursors import Cursor, CursorStore
 from pi_hindsight.hosts.claude_code.naming import CLAUDE_CODE_HOST, REGISTER_COMMAND
 from pi_hindsight.hosts.claude_code.payloads import HookEvent
-from pi_hindsight.hosts.claude_code.transcripts import Delta, parse_delta, read_chunk
+from pi_hindsight.hosts.claude_code.transcript_file import Delta, parse_delta, read_chunk
 from pi_hindsight.safe_files import FileMissing
 from pi_hindsight.tools import MemoryTools
 

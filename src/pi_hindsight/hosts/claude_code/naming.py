@@ -3,7 +3,7 @@ derive from them), its MCP server's name and what Claude Code makes of it."""
 
 from __future__ import annotations
 
-from pi_hindsight.engine.render import FRAMING
+from pi_hindsight.engine.memory_block import FRAMING
 from pi_hindsight.engine.types import HostFacts
 
 # Claude Code passes a hook's additionalContext up to 10,000 characters intact; a longer one is

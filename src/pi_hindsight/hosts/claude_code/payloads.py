@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pi_hindsight.errors import PiHindsightError, RpcError
 from pi_hindsight.hosts.claude_code import runtime
-from pi_hindsight.rpc.protocol import parse
+from pi_hindsight.rpc.jsonrpc import parse
 
 EventName = Literal[
     "SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "SessionEnd"

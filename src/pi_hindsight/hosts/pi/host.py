@@ -27,11 +27,11 @@ from pi_hindsight.engine.types import (
 from pi_hindsight.errors import PiHindsightError, RpcError, validation_problems
 from pi_hindsight.hosts.adapter import HostAdapter, HostSession
 from pi_hindsight.hosts.pi import wire
-from pi_hindsight.hosts.pi.commands import PiCommands, seed_offer
 from pi_hindsight.hosts.pi.messages import request_messages, turn_messages
 from pi_hindsight.hosts.pi.naming import CUSTOM_TYPE, FRAMING_SECTION, PI_HOST
 from pi_hindsight.hosts.pi.session_file import session_start_dir
-from pi_hindsight.rpc.protocol import INVALID_PARAMS, PROTOCOL_VERSION
+from pi_hindsight.hosts.pi.slash_commands import PiCommands, seed_offer
+from pi_hindsight.rpc.jsonrpc import INVALID_PARAMS, PROTOCOL_VERSION
 from pi_hindsight.tools import MemoryTools
 
 logger = logging.getLogger(__name__)

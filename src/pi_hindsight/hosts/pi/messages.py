@@ -6,8 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pi_hindsight.engine.render import FENCE
-from pi_hindsight.engine.transcript import TurnMessage
+from pi_hindsight.engine.memory_block import FENCE
+from pi_hindsight.engine.turn_text import TurnMessage
 from pi_hindsight.hosts.pi.naming import CUSTOM_TYPE
 
 # Pi's own text for summaries it hands the model as user messages (pi-coding-agent
@@ -104,7 +104,7 @@ def turn_messages(messages: Sequence[dict[str, Any]]) -> list[TurnMessage]:
     compaction and branch summaries (whether as their own roles or rendered as user text; never
     retained as if the user said them), our memory block arriving as user text, bash executions
     and thinking. Tool calls (with their arguments) and tool results are passed on; what of them
-    is kept is ``retain.toolCalls`` / ``retain.toolResults`` (``engine/transcript.py``).
+    is kept is ``retain.toolCalls`` / ``retain.toolResults`` (``engine/turn_text.py``).
     """
     turn: list[TurnMessage] = []
     for message in messages:

@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pi_hindsight.engine.render import memo_section
+from pi_hindsight.engine.memory_block import memo_section
 from pi_hindsight.engine.types import DeliveryDetails, VisibleContext
 from pi_hindsight.errors import InputFileError, StateError
 from pi_hindsight.hosts.pi.messages import readable_text, text_of
 from pi_hindsight.hosts.pi.naming import CUSTOM_TYPE
 from pi_hindsight.safe_files import SESSION_HEADER_MAX_BYTES, FileMissing, read_json_lines
-from pi_hindsight.stores.evidence.explain import TranscriptEntry
+from pi_hindsight.stores.evidence.diagnosis import TranscriptEntry
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pi_hindsight.engine.memo import create_memo, memo_id
+from pi_hindsight.engine.startup_memo import create_memo, memo_id
 from pi_hindsight.errors import BackendError
 from pi_hindsight.tools.context import ToolContext, require_scope
 from pi_hindsight.tools.specs import MemoryArgs, ToolInputError, ToolResult, bounded

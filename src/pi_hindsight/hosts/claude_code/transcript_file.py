@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pi_hindsight.engine.transcript import TurnMessage
+from pi_hindsight.engine.turn_text import TurnMessage
 from pi_hindsight.hosts.claude_code.naming import OWN_TOOL_PREFIX
 from pi_hindsight.safe_files import BadJson, loads_line, open_regular
 

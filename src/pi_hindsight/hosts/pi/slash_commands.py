@@ -12,7 +12,7 @@ from pi_hindsight.engine.types import Notice
 from pi_hindsight.errors import NoSession, PiHindsightError, RpcError
 from pi_hindsight.hosts.pi.wire import CommandResult, CommandSpecWire, ConfirmRequestWire, Level
 from pi_hindsight.paths import pi_agent_dir
-from pi_hindsight.rpc.protocol import INVALID_PARAMS
+from pi_hindsight.rpc.jsonrpc import INVALID_PARAMS
 
 if TYPE_CHECKING:  # seeding and status load on first use: no session's start needs them
     from pi_hindsight.hosts.pi.seed_sessions import PiSessions

@@ -1,6 +1,6 @@
 """``evidence explain`` for Pi: a request's ledger record next to its conversation in Pi's
 session file (read now, never stored; the diagnosis itself is host-neutral,
-``stores/evidence/explain.py``)."""
+``stores/evidence/diagnosis.py``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pi_hindsight.hosts.pi.session_file import (
     find_session_file,
     read_session,
 )
-from pi_hindsight.stores.evidence.explain import (
+from pi_hindsight.stores.evidence.diagnosis import (
     ConversationTrace,
     Diagnosis,
     Explanation,

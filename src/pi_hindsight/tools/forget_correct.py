@@ -17,13 +17,13 @@ from dataclasses import dataclass
 
 from pi_hindsight.backend import MemoryBackend, MemoryRecord
 from pi_hindsight.backend.records import DocumentInfo
-from pi_hindsight.engine.memo import memo_id
-from pi_hindsight.engine.render import record_key
+from pi_hindsight.engine.memory_block import record_key
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, Scope
+from pi_hindsight.engine.startup_memo import memo_id
 from pi_hindsight.errors import BackendError
 from pi_hindsight.redacting import redact
-from pi_hindsight.stores.catalog_lifecycle import CorrectionRecord
-from pi_hindsight.tools import memo
+from pi_hindsight.stores.corrections import CorrectionRecord
+from pi_hindsight.tools import status_memo
 from pi_hindsight.tools.context import ToolContext, require_scope
 from pi_hindsight.tools.specs import MemoryArgs, ToolInputError, ToolResult, bounded
 
@@ -212,11 +212,11 @@ async def forget(context: ToolContext, args: MemoryArgs) -> ToolResult:
 async def _refresh_memo(
     context: ToolContext, args: MemoryArgs, *, full: bool = False
 ) -> tuple[str, str | None]:
-    """Refresh the startup memo (tools/memo.py's path): (what to say, the operation id). A
+    """Refresh the startup memo (tools/status_memo.py's path): (what to say, the operation id). A
     failure is said, never fatal. After a forget the refresh is full: a delta refresh only adds
     what is new and could keep stating what was deleted."""
     try:
-        result = await memo.refresh_memo(context, args, full=full)
+        result = await status_memo.refresh_memo(context, args, full=full)
     except (BackendError, ToolInputError) as error:
         return (
             f"The startup memo could not be refreshed now ({error}); it may still state it.",

@@ -4,8 +4,8 @@ kept out of deliveries) and the log of every forget and correct (who, when, whic
 Both live in ``catalog.sqlite`` (the catalogue's migration "corrections and the lifecycle log"),
 next to the registration they belong to: user-owned, 0600, nothing in a repository can write it.
 A correction is keyed by (scope, record id) and carries the record's text key
-(``engine/render.py`` ``record_key``), so the same text under another id — an observation stating
-it — is held back too. Corrections outlive an ``unregister`` (registering again brings them
+(``engine/memory_block.py`` ``record_key``), so the same text under another id — an observation
+stating it — is held back too. Corrections outlive an ``unregister`` (registering again brings them
 back); they end only when removed (``pi-hindsight memory corrections --remove ID``).
 """
 

@@ -23,7 +23,7 @@ from pi_hindsight.launcher.database import check as check_database
 from pi_hindsight.launcher.reports import ServerInfo, ServerStatus, StoppedProcess, StopReport
 from pi_hindsight.launcher.reranker import Requested, Reranker
 from pi_hindsight.launcher.reranker import select as select_reranker
-from pi_hindsight.launcher.state import (
+from pi_hindsight.launcher.server_record import (
     START_ORDER,
     DatabaseRecord,
     LlmMode,
