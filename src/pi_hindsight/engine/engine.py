@@ -198,7 +198,7 @@ class MemoryEngine:
         notices: list[Notice] = []
         try:
             catalog = await self.state.open_catalog()
-            # The repository's own file may only set allowlisted keys (config_raw.py).
+            # The repository's own file may only set allowlisted keys (config/raw.py).
             root = (await asyncio.to_thread(resolve_identity, info.cwd)).root
             self.config = await asyncio.to_thread(self._config_loader, root)
             self.settings = self.config.settings
