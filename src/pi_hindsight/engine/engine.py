@@ -512,6 +512,7 @@ class MemoryEngine:
 
     async def shutdown(self, bound_s: float) -> dict[str, int]:
         """Submit what is ready within ``bound_s``; the rest stays in the outbox for later."""
+        self.recorder.submit_pending()  # queued before the stores close
         if not self._owns_parts:  # the process that shares them closes them (close_shared)
             outbox = self.state.outbox
             pending = await run_store(outbox.unfinished_count) if outbox is not None else 0
