@@ -8,8 +8,8 @@ if sys.argv[1:] == ["serve"]:
     # first model is built (tens of ms in a venv holding the Hindsight server); the sidecar uses
     # none. A value the user set is kept.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    from pi_hindsight.app import serve_pi
     from pi_hindsight.errors import PiHindsightError
+    from pi_hindsight.serve import serve_pi
 
     try:
         serve_pi()

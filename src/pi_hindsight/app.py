@@ -112,11 +112,3 @@ def pi_host(state_dir: Path) -> PiHost:
     from pi_hindsight.hosts.pi.session_file import read_visible_context  # noqa: PLC0415
 
     return PiHost(build_engine(PI_HOST, state_dir, context_reader=read_visible_context))
-
-
-def serve_pi(state_dir: Path | None = None) -> None:
-    """``pi-hindsight serve``: the Pi host over the JSON-RPC stdio transport."""
-    from pi_hindsight.rpc.sidecar import run  # noqa: PLC0415
-
-    directory = default_state_dir() if state_dir is None else state_dir
-    run(directory, lambda: pi_host(directory))

@@ -3,7 +3,7 @@
 Outside the ``redaction`` package because the config loads it at every start, and importing
 that package compiles every detector, which no session's start needs (issue 19).
 
-Read from the user's config only (a repository file cannot set them: config_raw.py keeps only
+Read from the user's config only (a repository file cannot set them: config/raw.py keeps only
 its allowlisted keys), validated when the config loads, and installed for the process with
 :func:`use`; :func:`pi_hindsight.redaction.redact` then applies them to every text.
 
@@ -114,7 +114,7 @@ def compile_rules(patterns: Mapping[str, str], allow: Iterable[str]) -> UserRule
 
 
 class RedactionSettings(BaseModel):
-    """The ``redaction`` section of the user's config (config.py; docs/security.md)."""
+    """The ``redaction`` section of the user's config (config/schema.py; docs/security.md)."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
 

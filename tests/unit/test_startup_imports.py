@@ -1,7 +1,8 @@
 """What a Pi session's sidecar loads before its first prompt (issue 19): only what ``ready`` and
-``initialize`` need. The Hindsight client, the redaction tables, seeding, status and the CLI
-load on first use (or in the warm-up thread once ``initialize`` is answered), so a change that
-imports one of them at start-up again fails here, whatever the machine's speed."""
+``initialize`` need. ``ready`` is sent by the transport alone, before the engine is imported;
+the Hindsight client, the redaction tables, seeding, status and the CLI load on first use (or
+in the warm-up thread once ``initialize`` is answered), so a change that imports one of them at
+start-up again fails here, whatever the machine's speed."""
 
 from __future__ import annotations
 
@@ -26,16 +27,28 @@ LATER = (
     "click",
 )
 
-# The sidecar's own wiring (``app.serve_pi``) up to its first answer, in a fresh interpreter.
+# Not needed to say ``ready``: the transport sends it before the dispatcher is built.
+NOT_AT_READY = (
+    "pydantic",
+    "sqlite3",
+    "pi_hindsight.app",
+    "pi_hindsight.config",
+    "pi_hindsight.engine",
+    "pi_hindsight.hosts",
+    "pi_hindsight.stores",
+)
+
+# The sidecar's own wiring (``serve.serve_pi``: the transport, then ``app.pi_host`` once ready
+# is sent) up to its first answer, in a fresh interpreter.
 PROBE = """
 import asyncio, json, sys
 from pathlib import Path
-from pi_hindsight.app import pi_host
-import pi_hindsight.rpc.sidecar
+import pi_hindsight.serve
 
+at_ready = sorted(sys.modules)
+from pi_hindsight.app import pi_host
 state, cwd = Path(sys.argv[1]), sys.argv[2]
 host = pi_host(state)
-at_ready = sorted(sys.modules)
 params = {"protocolVersion": 1, "cwd": cwd, "sessionId": "probe", "hasUI": False}
 answer = asyncio.run(host.initialize(params))
 loaded = {"ready": at_ready, "initialized": sorted(sys.modules), "enabled": answer["enabled"]}
@@ -76,6 +89,8 @@ def test_the_sidecar_loads_nothing_its_start_does_not_need(
     )
     loaded = json.loads(done.stdout)
     assert loaded["enabled"] is registered
+    early = [name for name in NOT_AT_READY if name in loaded["ready"]]
+    assert early == [], f"loaded before ready: {early}"
     for moment in ("ready", "initialized"):
         early = [name for name in LATER if name in loaded[moment]]
         assert early == [], f"loaded by {moment}: {early}"

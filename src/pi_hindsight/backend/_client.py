@@ -32,7 +32,7 @@ from hindsight_client_api.configuration import Configuration
 from hindsight_client_api.exceptions import ApiException
 from hindsight_client_api.rest import RESTClientObject
 
-from pi_hindsight.config_display import display_url, scrub, url_secrets
+from pi_hindsight.config.display import display_url, scrub, url_secrets
 from pi_hindsight.errors import (
     BackendAuthRejected,
     BackendError,

@@ -17,11 +17,11 @@ from pi_hindsight.config import (
     validate_raw,
     write_config_file,
 )
-from pi_hindsight.config_display import display_url, shown_key
-from pi_hindsight.config_raw import Change
+from pi_hindsight.config.display import display_url, shown_key
+from pi_hindsight.config.migration import migrate_legacy, unknown_keys
+from pi_hindsight.config.raw import Change
 from pi_hindsight.errors import ConfigError
 from pi_hindsight.identity import resolve_identity
-from pi_hindsight.legacy.config_keys import migrate_legacy, unknown_keys
 from pi_hindsight.paths import pi_agent_dir
 from pi_hindsight.safe_files import printable
 

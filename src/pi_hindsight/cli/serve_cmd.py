@@ -11,6 +11,6 @@ import click
 )
 def serve(state_dir: Path | None) -> None:
     """Run the sidecar: JSON-RPC 2.0 over stdio (spawned by the Pi extension)."""
-    from pi_hindsight.app import serve_pi  # noqa: PLC0415 - keep CLI start-up light
+    from pi_hindsight.serve import serve_pi  # noqa: PLC0415 - keep CLI start-up light
 
     serve_pi(state_dir)

@@ -14,7 +14,7 @@ import click
 
 from pi_hindsight.cli._common import echo_json
 from pi_hindsight.config import CONFIG_FILE_NAME, load_config, read_config_file, write_config_file
-from pi_hindsight.config_raw import set_dotted
+from pi_hindsight.config.raw import set_dotted
 from pi_hindsight.hosts.claude_code import install as installer
 from pi_hindsight.paths import ensure_private_dir
 from pi_hindsight.paths import state_dir as default_state_dir

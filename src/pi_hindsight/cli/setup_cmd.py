@@ -22,7 +22,7 @@ from pi_hindsight.config import (
     read_config_file,
     write_config_file,
 )
-from pi_hindsight.config_raw import set_dotted
+from pi_hindsight.config.raw import set_dotted
 from pi_hindsight.hosts.pi import install as pi_install
 from pi_hindsight.paths import ensure_private_dir, pi_agent_dir
 from pi_hindsight.paths import state_dir as default_state_dir

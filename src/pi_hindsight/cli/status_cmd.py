@@ -16,7 +16,7 @@ import click
 from pi_hindsight.app import CLI_HOST, base_url_resolver, build_engine
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
 from pi_hindsight.config import Settings
-from pi_hindsight.config_display import basic_auth, display_url, scrub, url_secrets
+from pi_hindsight.config.display import basic_auth, display_url, scrub, url_secrets
 from pi_hindsight.engine.status import EngineStatus, describe_status
 from pi_hindsight.engine.types import SessionInfo
 from pi_hindsight.errors import BackendAuthRejected, StateError

@@ -198,7 +198,7 @@ class MemoryEngine:
         notices: list[Notice] = []
         try:
             catalog = await self.state.open_catalog()
-            # The repository's own file may only set allowlisted keys (config_raw.py).
+            # The repository's own file may only set allowlisted keys (config/raw.py).
             root = (await asyncio.to_thread(resolve_identity, info.cwd)).root
             self.config = await asyncio.to_thread(self._config_loader, root)
             self.settings = self.config.settings
@@ -512,6 +512,7 @@ class MemoryEngine:
 
     async def shutdown(self, bound_s: float) -> dict[str, int]:
         """Submit what is ready within ``bound_s``; the rest stays in the outbox for later."""
+        self.recorder.submit_pending()  # queued before the stores close
         if not self._owns_parts:  # the process that shares them closes them (close_shared)
             outbox = self.state.outbox
             pending = await run_store(outbox.unfinished_count) if outbox is not None else 0

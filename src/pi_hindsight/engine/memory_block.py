@@ -30,6 +30,7 @@ already delivered in the visible session and records the memo states are left ou
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Collection, Sequence
@@ -271,7 +272,9 @@ class MessageBuilder:
         self._remaining = (
             ceiling_tokens - estimate_tokens(self._header) - estimate_tokens(self._footer)
         )
-        self._redact = redact
+        # Once per distinct text in a block: records of one session share their context, and a
+        # context is both shown and kept in the details (issue 19: the answer's own cost).
+        self._redact = functools.cache(redact)
         self._default_context = default_context
         self._parts: list[str] = []
         self._reports: list[SectionReport] = []
@@ -307,6 +310,16 @@ class MessageBuilder:
         """The first of records with the same text, with the provenance the others carry: an
         observation comes back without context or document, the fact it consolidates with them."""
         first = group[0]
+        if len(group) == 1 and all(
+            value is None or value
+            for value in (
+                first.context,
+                first.document_id,
+                first.occurred_start,
+                first.mentioned_at,
+            )
+        ):
+            return first  # what the merge below would build: no copy (most records are alone)
         context = next((r.context for r in group if self._informs(r.context)), None) or next(
             (r.context for r in group if r.context), None
         )
@@ -355,14 +368,14 @@ class MessageBuilder:
         self._reports.append(report)
         heading = f"## {title}\n"
         budget = min(budget_tokens, self._remaining) - estimate_tokens(heading)
+        keys = [record_key(record.text) for record in records]
         groups: dict[str, list[MemoryRecord]] = {}
-        for record in records:
-            groups.setdefault(record_key(record.text), []).append(record)
+        for record, key in zip(records, keys, strict=True):
+            groups.setdefault(key, []).append(record)
         handled: set[str] = set()
         lines: list[str] = []
         used = 0
-        for record in records:
-            key = record_key(record.text)
+        for record, key in zip(records, keys, strict=True):
             if record.id in already_delivered or key in already_delivered_keys:
                 report.omitted_already_delivered += 1
                 continue

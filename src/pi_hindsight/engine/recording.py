@@ -1,10 +1,12 @@
 """Evidence recording, behind the one policy of R-EVID-5: a failure to record never stops the
 conversation. It is logged, it warns once (a notice for the host), and ``status`` shows it.
 
-A request's record is written after its answer (issues 17 and 19): it is queued on the store
-thread when the memory is ready and the host answers at once, without waiting for the write
-(an fsync). Queued there, it is written before anything queued after it (the request's
-``attached`` and ``confirmed`` marks, closing the stores at shutdown). A write that fails warns
+A request's record is written after its answer (issues 17 and 19): the host answers without
+waiting for the write (an fsync), and the record is queued on the store thread only once the
+step that answers is over — queued earlier, building and writing it on the store thread would
+compete with the answer for the interpreter. Queued there, it is written before anything queued
+after it (the request's ``attached`` and ``confirmed`` marks, closing the stores at shutdown):
+those come with later messages, handled after the queued callback. A write that fails warns
 with the next request's notices.
 """
 
@@ -103,6 +105,8 @@ class EvidenceRecorder:
         self._state = state
         self.last_error: str | None = None
         self._writing: set[asyncio.Future[StateError | None]] = set()
+        # Records not yet handed to the store thread (``prepared``), in order.
+        self._pending: list[Callable[[], StateError | None]] = []
         self._notices: list[Notice] = []  # from writes that failed after their answer
 
     @property
@@ -120,6 +124,7 @@ class EvidenceRecorder:
         ledger = self._state.evidence
         if ledger is None:
             raise StateError(f"no evidence ledger: {self.unavailable()}")
+        self.submit_pending()
         page = await run_store(ledger.list, limit=limit)
         stats = await run_store(ledger.stats, counts=False)
         return page, stats.retention_note
@@ -136,7 +141,8 @@ class EvidenceRecorder:
         return ()
 
     def prepared(self, request: UserRequest, delivery: Delivery, session_file: str | None) -> None:
-        """Queue the request's record on the store thread and return at once (module doc)."""
+        """Queue the request's record for the store thread, after the answer (module doc), and
+        return at once."""
         ledger = self._state.evidence
         if ledger is None:
             return
@@ -148,9 +154,18 @@ class EvidenceRecorder:
                 return error
             return None
 
-        future = submit_store(write)
-        self._writing.add(future)
-        future.add_done_callback(self._written)
+        # Submitted once this task step is over (the host's answer is sent in the same step),
+        # or before the next ledger call, whichever comes first: the order of writes holds.
+        self._pending.append(write)
+        asyncio.get_running_loop().call_soon(self.submit_pending)
+
+    def submit_pending(self) -> None:
+        """Hand the records not yet queued to the store thread, in order (before any other
+        ledger call, and before the stores close)."""
+        while self._pending:
+            future = submit_store(self._pending.pop(0))
+            self._writing.add(future)
+            future.add_done_callback(self._written)
 
     def _written(self, future: asyncio.Future[StateError | None]) -> None:
         self._writing.discard(future)
@@ -172,6 +187,7 @@ class EvidenceRecorder:
 
     async def flush(self) -> None:
         """Wait until every queued record is written (or has failed)."""
+        self.submit_pending()
         if self._writing:
             await asyncio.wait(set(self._writing))
 
@@ -206,6 +222,7 @@ class EvidenceRecorder:
         ledger = self._state.evidence
         if ledger is None:
             return ()
+        self.submit_pending()  # a request's record before its marks
         try:
             await run_store(action, ledger)
         except StateError as error:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from pi_hindsight.config_display import display_url, scrub, url_secrets
+from pi_hindsight.config.display import display_url, scrub, url_secrets
 from pi_hindsight.errors import InputFileError, LauncherError
 from pi_hindsight.launcher.access import check_env_name
 from pi_hindsight.safe_files import decode_utf8, printable, read_bytes

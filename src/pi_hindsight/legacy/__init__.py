@@ -1,3 +1,3 @@
 """Everything that reads what older versions and other integrations left behind: legacy evidence
-JSONL (``evidence_formats``, ``evidence_import``) and legacy or foreign config keys
-(``config_keys``). Nothing else in the package knows those shapes."""
+JSONL (``evidence_formats``, ``evidence_import``). Legacy and foreign config keys are mapped in
+``config/migration.py``, with the rest of the configuration."""

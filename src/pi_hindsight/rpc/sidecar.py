@@ -1,13 +1,15 @@
 """The sidecar's transport: JSON-RPC 2.0 over stdio for whatever a host adapter dispatches.
 
 It knows no engine: a *dispatcher* (``hosts/pi/host.py`` ``PiHost`` for Pi, built by
-``app.serve_pi``) names its methods, the ones whose work must finish even when a shutdown
-arrives, and how to shut down.
+``app.pi_host`` for ``serve.serve_pi``) names its methods, the ones whose work must finish even
+when a shutdown arrives, and how to shut down.
 
 stdout carries protocol messages only; logs go to stderr and ``<state dir>/logs/sidecar.log``.
-The sidecar announces ``ready`` before it imports the Hindsight client (~0.8 s) and the
-redaction tables; both are imported in a thread once the first request is answered, while the
-user is still typing (not earlier: that would slow ``initialize``, which Pi waits for).
+The sidecar announces ``ready`` as soon as its transport is up, before the dispatcher (the host
+and its engine) is built: the shim sends ``initialize`` while the engine is imported, and lines
+that arrive meanwhile wait in the inbox. The Hindsight client (~0.8 s) and the redaction tables
+are imported in a thread once the first request is answered, while the user is still typing
+(not earlier: that would slow ``initialize``, which Pi waits for).
 Malformed input gets a JSON-RPC error and the loop keeps serving; stdin EOF or SIGTERM ends it
 after a bounded flush.
 """
@@ -252,14 +254,8 @@ class Sidecar:
         self._stopping.set()
 
     async def serve(self, inbox: Inbox) -> None:
-        self.notify(
-            "ready",
-            {
-                "protocolVersion": jsonrpc.PROTOCOL_VERSION,
-                "version": __version__,
-                "pid": os.getpid(),
-            },
-        )
+        """Handle the inbox's lines until stdin closes or a shutdown ends (``ready`` is sent
+        before, by :func:`announce_ready`)."""
         stop_task = asyncio.create_task(self._stopping.wait())
         while not self._stopping.is_set():
             get_task = asyncio.create_task(inbox.queue.get())
@@ -368,12 +364,23 @@ def _read_lines(fd: int, inbox: Inbox) -> None:
             skipping = True
 
 
+def announce_ready(output: BinaryIO) -> None:
+    """The ``ready`` notification: the transport is up and speaks this protocol version."""
+    params = {"protocolVersion": jsonrpc.PROTOCOL_VERSION, "version": __version__}
+    output.write(jsonrpc.encode(jsonrpc.notification("ready", {**params, "pid": os.getpid()})))
+    output.flush()
+
+
 async def _main(output: BinaryIO, make_dispatcher: Callable[[], Dispatcher]) -> None:
     loop = asyncio.get_running_loop()
     inbox = Inbox(loop)
     threading.Thread(
         target=_read_lines, args=(sys.stdin.fileno(), inbox), name="stdin", daemon=True
     ).start()
+    # Ready before the dispatcher is built: its imports (the engine, ~2/3 of the start) overlap
+    # the shim's answer to ``ready`` and its ``initialize`` (issue 19).
+    with contextlib.suppress(BrokenPipeError, OSError, ValueError):  # the shim is gone
+        announce_ready(output)
     sidecar = Sidecar(make_dispatcher(), output)
     with contextlib.suppress(NotImplementedError):
         loop.add_signal_handler(

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from pi_hindsight.config_display import shown_value
-from pi_hindsight.config_raw import (
+from pi_hindsight.config.display import shown_value
+from pi_hindsight.config.raw import (
     Change,
     get_dotted,
     has_dotted,

@@ -4,7 +4,7 @@ Everything here works on plain dicts and reports what it did (``Change``), so ``
 validate``/``migrate`` show the same report that loading applies visibly (as notices) on every
 start. A repository file (``<repo>/.pi/hindsight.json``) may only set an allowlist of harmless
 keys; it can never turn memory on, register anything, or change the server, credentials, banks
-or tags. Legacy keys are ``legacy/config_keys.py``.
+or tags. Legacy keys are ``migration.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pi_hindsight.config_display import NOT_ALLOWED_IN_REPOSITORY, shown_value
+from pi_hindsight.config.display import NOT_ALLOWED_IN_REPOSITORY, shown_value
 
 Level = Literal["info", "warning"]
 

@@ -16,10 +16,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pi_hindsight.safe_files import printable
+
+if TYPE_CHECKING:
+    from pi_hindsight.config.schema import Settings
 
 _SECRET_SUFFIXES = (
     "apikey",
@@ -176,3 +179,14 @@ def _project_notice(source: str, problems: list[ConfigProblem], allowed: Iterabl
             f"{', '.join(allowed)}, lowering or switching off only)"
         )
     return f"{printable(source, 300)}: {count} setting(s) ignored: {'; '.join(parts)}; {see}"
+
+
+def redacted(settings: Settings) -> dict[str, Any]:
+    """The effective settings as JSON: the API key hidden, the server URL without its password."""
+    data = settings.model_dump(by_alias=True, mode="json")
+    hindsight = data.get("hindsight", {})
+    if hindsight.get("apiKey"):
+        hindsight["apiKey"] = "***"
+    if hindsight.get("baseUrl"):
+        hindsight["baseUrl"] = display_url(hindsight["baseUrl"])
+    return data

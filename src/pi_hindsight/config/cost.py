@@ -1,5 +1,5 @@
-"""The retain settings that bound what memory spends (docs/operations.md, "Cost"), kept apart
-from ``config.py`` so that module stays one concern's size; ``RetainSettings`` inherits them."""
+"""The retain settings that bound what memory spends (docs/operations.md, "Cost"): one concern
+of its own; ``schema.RetainSettings`` inherits them."""
 
 from __future__ import annotations
 

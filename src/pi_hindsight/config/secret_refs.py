@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pi_hindsight.config_display import ConfigProblem, shown_key
+from pi_hindsight.config.display import ConfigProblem, shown_key
 from pi_hindsight.errors import InputFileError
 from pi_hindsight.safe_files import decode_utf8, lone_surrogate_paths, printable, read_bytes
 
