@@ -322,3 +322,30 @@ def test_an_ordered_run_of_eight_makes_a_body_a_stand_in(body: str, at: int, run
 def test_random_bodies_hold_no_ordered_run() -> None:
     bodies = [_random(_ALNUM, 40) for _ in range(2000)]
     assert sum(map(is_placeholder, bodies)) == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "curl -i -u 'demo:demo' https://localhost:9200",
+        'curl --user "aaa:bbb"',
+        "curl -u <user:password> https://api.test/endpoint",
+        'const URL = "postgres://postgres:postgres@localhost:5432/app";',
+        'MONGO_CREDENTIALS = "mongodb://mongo:mongo@localhost:27017/db"',
+        "redis://:zzzz@cache:6379",
+    ],
+)
+def test_default_and_template_credentials_are_left_alone(text: str) -> None:
+    assert redact(text).text == text
+
+
+def test_a_real_password_beside_a_user_is_still_redacted() -> None:
+    user, password = _random(string.ascii_lowercase, 6), _random(_ALNUM, 12)
+    for text in (
+        f"curl -u '{user}:{password}' https://api.test",
+        f"postgres://{user}:{password}@db.internal/app",
+        f'MONGO_CREDENTIALS = "mongodb://{user}:{password}@db:27017/x"',
+    ):
+        assert password not in redact(text).text, text
+    # the user name repeated inside a longer password is no default
+    assert f"{user}{password}" not in redact(f"curl -u {user}:{user}{password} x").text

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 
 from pi_hindsight.redaction.source import Hit, Source
-from pi_hindsight.redaction.values import is_not_a_secret, looks_random
+from pi_hindsight.redaction.values import is_not_a_secret, is_stand_in_pair, looks_random
 
 __all__ = [
     "CLI_TRIGGERS",
@@ -50,6 +50,8 @@ def find_curl_users(source: Source) -> Iterator[Hit]:
     for match in _CURL_USER.finditer(text):
         password_group = match.lastindex or 2  # 2, 4 or 6: whichever alternative matched
         password = match.group(password_group)
+        if is_stand_in_pair(match.group(password_group - 1), password):
+            continue
         if _real_password(password):
             yield (*match.span(password_group), "basic_auth")
         elif not password and looks_random(match.group(password_group - 1), 16):

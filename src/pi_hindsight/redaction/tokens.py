@@ -86,6 +86,10 @@ def _real_value(secret: str) -> bool:
     return not is_not_a_secret(secret)
 
 
+def _real_password(secret: str) -> bool:
+    return _real_value(secret) and len(set(secret)) > 1
+
+
 def _real_token(secret: str) -> bool:
     return not is_not_a_secret(secret) and not is_name_like(secret)
 
@@ -355,13 +359,14 @@ PATTERNS: tuple[TokenPattern, ...] = (
         re.compile(r"[0-9](?<![0-9][0-9])[0-9]{7,9}+:AA[0-9A-Za-z_-]{33}(?![A-Za-z0-9_-])"),
         ((":AA", False),),
     ),
-    # Credentials inside a URL: scheme://user:PASSWORD@host (the user name is kept; may be empty).
+    # Credentials inside a URL: scheme://user:PASSWORD@host (the user name is kept; may be empty;
+    # a password that repeats the user name is a default or a demo: values.is_stand_in_pair).
     TokenPattern(
         "url_credentials",
-        re.compile(r"://[^\s:/?#@\[\]\"'<>]{0,256}+:([^\s/?#@\"'<>]{1,256}+)@"),
+        re.compile(r"://([^\s:/?#@\[\]\"'<>]{0,256}+):(?!\1@)([^\s/?#@\"'<>]{1,256}+)@"),
         (("://", False),),
-        group=1,
-        keep=_real_value,
+        group=2,
+        keep=_real_password,
     ),
     # Secrets in URL query strings: ?token=…, &api_key=…, &sig=…, X-Amz-Signature=…
     TokenPattern(

@@ -24,6 +24,7 @@ __all__ = [
     "is_name_like",
     "is_not_a_secret",
     "is_prose",
+    "is_stand_in_pair",
     "looks_random",
     "word_set",
 ]
@@ -131,7 +132,19 @@ def is_not_a_secret(value: str) -> bool:
     if _is_stand_in(value, lowered):
         return True
     url = _URL.match(value)
-    return url is not None and "@" not in url.group(1)
+    if url is None:
+        return False
+    userinfo, at, _ = url.group(1).rpartition("@")
+    return not at or is_stand_in_pair(*userinfo.partition(":")[::2])
+
+
+def is_stand_in_pair(user: str, password: str) -> bool:
+    """A user and password that protect nothing: the same word twice (``postgres:postgres``,
+    ``test:test``: a default or a demo), one character repeated (``xxx:yyy``), or a template
+    (``<user:password>``)."""
+    if password == user or len(set(password)) == 1:
+        return True
+    return user.startswith(("<", "{")) and password.endswith((">", "}"))
 
 
 def _is_stand_in(value: str, lowered: str) -> bool:
