@@ -129,8 +129,11 @@ def is_not_a_secret(value: str) -> bool:
         return True
     if _PLACEHOLDER_PARTS.search(value) or _TYPE.fullmatch(value):
         return True
-    if _is_stand_in(value, lowered):
-        return True
+    return _is_stand_in(value, lowered) or _harmless_url(value)
+
+
+def _harmless_url(value: str) -> bool:
+    """A URL whose authority carries no credentials, or only stand-in ones."""
     url = _URL.match(value)
     if url is None:
         return False
