@@ -349,3 +349,26 @@ def test_a_real_password_beside_a_user_is_still_redacted() -> None:
         assert password not in redact(text).text, text
     # the user name repeated inside a longer password is no default
     assert f"{user}{password}" not in redact(f"curl -u {user}:{user}{password} x").text
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["Key={s}", "[DEBUG] Using acme KEY={s}", "key: {s}", '{{"key": "{s}"}}', "  key = '{s}'"],
+)
+def test_a_random_value_assigned_to_a_bare_key_is_redacted(template: str) -> None:
+    secret = _random(_ALNUM, 32)
+    assert secret not in redact(template.format(s=secret)).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "key: config/app/settings.json",
+        '{"key": "user_name", "value": 3}',
+        "cache key = 3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c",
+        "key = primary",
+        "sort key: createdAt",
+    ],
+)
+def test_a_bare_key_with_an_ordinary_value_is_left_alone(text: str) -> None:
+    assert redact(text).text == text

@@ -144,6 +144,21 @@ def _patterns(word: str, *, pw: bool = False) -> _Word:
 
 
 _WORDS = {word: _patterns(word) for word in SECRET_WORDS}
+# A bare "key" assigned a value (``Key=…``, ``key: …``, ``"key": "…"``) is a weak name: only a
+# random value counts (the value of a lookup table's "key" is a word or a path, not random).
+_BARE_KEY = re.compile(
+    rf"key(?<![a-z0-9_.-]key)(?={OPERATOR}+(?!{_EMPTY_QUOTES})(?:[\"'`]|[^\s\"'`,;)(\]}}{{&<>]))"
+)
+
+
+def _bare_key_ok(source: Source, start: int) -> bool:
+    """After a word and a blank, "key" is a name by that word (prose_key: not "cache key")."""
+    text, lowered = source.text, source.lowered
+    if start >= 2 and text[start - 1] in " \t" and lowered[start - 2].isalpha():
+        return prose_key(text, lowered, start) is not None
+    return True
+
+
 _AUTH_WITH_PW = _patterns("auth", pw=True)
 
 
@@ -178,6 +193,8 @@ class Names:
                     # name: DB_PASSWORD … value: … needs "value" in the text (_name_value)
                     pattern = patterns.assignable_or_key if values else patterns.assignable
                     self._simple.append(_Search(source, pattern, word, strength))
+                elif word == "key":
+                    self._simple.append(_Search(source, _BARE_KEY, word, "weak", bare_key=True))
             elif view == "all":
                 self._simple.append(
                     _Search(source, patterns.simple, word, strength, strength is None)
@@ -237,8 +254,8 @@ class _Search:
     per text for all patterns: a search that finds nothing would scan to the end of the text)."""
 
     __slots__ = (
-        "_occurrences", "_skip", "_source", "endpos", "last", "length", "lowered", "pattern",
-        "plain", "prose", "searched", "start", "strength",
+        "_bare_key", "_occurrences", "_skip", "_source", "endpos", "last", "length", "lowered",
+        "pattern", "plain", "prose", "searched", "start", "strength",
     )  # fmt: skip
 
     def __init__(
@@ -249,16 +266,20 @@ class _Search:
         strength: Strength | Literal["vendor"] | None,
         prose: bool = False,
         skip: set[int] | None = None,
+        *,
+        bare_key: bool = False,
     ) -> None:
         """``prose``: the word is "key", a name only by the word before it; ``skip``: starts of
-        matches that are not names for this view."""
+        matches that are not names for this view; ``bare_key``: a bare "key" assigned a value
+        (_bare_key_ok)."""
         self._source, self.pattern, self.strength, self.prose, self._skip = (
             source, pattern, strength, prose, skip,
         )  # fmt: skip
+        self._bare_key = bare_key
         self.lowered, self._occurrences, self.last, self.endpos = _occurring(source, word)
         self.length = len(word)
         self.searched = self.start = -1  # the last search began at searched and found start
-        self.plain = not prose and not skip and self._occurrences is None  # (see Names.first)
+        self.plain = not (prose or skip or bare_key) and self._occurrences is None  # Names.first
 
     def at(self, position: int) -> int:
         """The start of the first match at or after ``position`` that is a name (_NONE: none)."""
@@ -286,6 +307,8 @@ class _Search:
             source = self._source
             self.strength = prose_key(source.text, source.lowered, start)
             return self.strength is not None
+        if self._bare_key:
+            return _bare_key_ok(self._source, start)
         return self._skip is None or start not in self._skip
 
 
@@ -467,6 +490,14 @@ def _listed(source: Source, view: View) -> list[NameHit]:
                 listed.append(name)
         elif strength != "weak" and start not in assigned and not _EMPTY_AT.match(searchable, end):
             listed.append(name)
+    if view == "assignable" and "key" in words:
+        bare = [
+            (at, at + 3, "weak", False)
+            for at in _occurring(source, "key")[1] or ()
+            if _BARE_KEY.match(searchable, at) and _bare_key_ok(source, at)
+        ]
+        if bare:
+            listed = sorted((*listed, *bare))  # type: ignore[arg-type]
     return listed
 
 
