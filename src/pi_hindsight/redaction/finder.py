@@ -50,6 +50,7 @@ _VENDORS = frozenset(VENDOR_WORDS)
 _WEAK_WORDS = frozenset(word for word in SECRET_WORDS if word_strength(word) == "weak")
 _ASSIGNABLE = frozenset(("password", "strong", "weak"))
 _NONE = 1 << 62  # the start of a search's next match when there is none
+_START = re.Match.start
 
 View = Literal["all", "assignable", "openers"]
 
@@ -294,6 +295,13 @@ class _Search:
                 if match is not None and self._accept(at):
                     self.start = at
                     break
+        elif position <= self.last and self._skip and not (self.prose or self._bare_key):
+            # Only skipped starts to pass over (context.py's openers pass over the names that
+            # are assigned a value, which can be every one): the matches are walked in C.
+            matches = self.pattern.finditer(self.lowered, self.searched, self.endpos)
+            self.start = next(
+                itertools.filterfalse(self._skip.__contains__, map(_START, matches)), _NONE
+            )
         elif position <= self.last:
             match = self.pattern.search(self.lowered, self.searched, self.endpos)
             while match is not None and not self._accept(match.start()):
