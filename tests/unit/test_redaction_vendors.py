@@ -372,3 +372,12 @@ def test_a_random_value_assigned_to_a_bare_key_is_redacted(template: str) -> Non
 )
 def test_a_bare_key_with_an_ordinary_value_is_left_alone(text: str) -> None:
     assert redact(text).text == text
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["curl --user kevin:'{s}' -iX PATCH", 'curl -u ":{s}" https://h.test', 'curl -u bob:"{s}" x'],
+)
+def test_curl_users_with_a_quoted_password_or_no_user(template: str) -> None:
+    secret = _random(_ALNUM, 14)
+    assert secret not in redact(template.format(s=secret)).text
