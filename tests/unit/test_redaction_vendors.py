@@ -381,3 +381,13 @@ def test_a_bare_key_with_an_ordinary_value_is_left_alone(text: str) -> None:
 def test_curl_users_with_a_quoted_password_or_no_user(template: str) -> None:
     secret = _random(_ALNUM, 14)
     assert secret not in redact(template.format(s=secret)).text
+
+
+def test_a_base64_value_ending_in_padding_is_no_comparison() -> None:
+    import base64
+
+    secret = base64.b64encode(bytes(_RNG.randrange(256) for _ in range(64))).decode()
+    assert secret.endswith("==")
+    for template in ("account_key: '{s}'", "<account_key>{s}</account_key>", 'AccountKey: "{s}",'):
+        assert secret not in redact(template.format(s=secret)).text, template
+    assert redact("token = a == b").text == "token = a == b"

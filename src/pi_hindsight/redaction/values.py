@@ -216,7 +216,7 @@ def is_prose(value: str) -> bool:
     return alpha * 2 >= len(words)
 
 
-_CODE = re.compile(r"[\[\]()]|->|::|=>|\|\||&&|==")
+_CODE = re.compile(r"[\[\]()]|->|::|=>|\|\||&&|==(?!\Z)")  # (a final == is base64 padding)
 
 
 @_memoised
