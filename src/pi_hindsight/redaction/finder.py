@@ -146,10 +146,9 @@ def _patterns(word: str, *, pw: bool = False) -> _Word:
 
 _WORDS = {word: _patterns(word) for word in SECRET_WORDS}
 # A bare "key" assigned a value (``Key=…``, ``key: …``, ``"key": "…"``) is a weak name: only a
-# random value counts (the value of a lookup table's "key" is a word or a path, not random).
-_BARE_KEY = re.compile(
-    rf"key(?<![a-z0-9_.-]key)(?={OPERATOR}+(?!{_EMPTY_QUOTES})(?:[\"'`]|[^\s\"'`,;)(\]}}{{&<>]))"
-)
+# random value counts (the value of a lookup table's "key" is a word or a path, not random), so
+# only a value of 16 value characters or more is looked at (``&key=a`` repeated costs no Python).
+_BARE_KEY = re.compile(rf"key(?<![a-z0-9_.-]key)(?={OPERATOR}+[\"'`]?[^\s\"'`,;)(\]}}{{&<>]{{16}})")
 
 
 def _bare_key_ok(source: Source, start: int) -> bool:
