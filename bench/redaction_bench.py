@@ -79,6 +79,8 @@ EXTRA_UNITS = (
     "redis://:",
     "?token=",
     "&key=a",
+    " key=a",
+    "Key=a1B2c3D4e5F6g7H8i9 ",
     "Bearer ",
     "Authorization: Bearer ",
     "Authorization: ",

@@ -6,8 +6,10 @@ Usage::
 
 ``CORPUS.jsonl`` holds one case a line: ``{"source", "kind", "text", "secret", "label"}`` where
 ``label`` is ``secret`` (``secret`` is the value that must not survive), ``plain`` (an ordinary
-text that must come back unchanged) or ``near-miss`` (looks like a token: a vendor prefix around
-a placeholder, a malformed token; must come back unchanged). The corpus is built on the
+text that must come back unchanged), ``near-miss`` (looks like a token: a vendor prefix around
+a placeholder, a malformed token; must come back unchanged) or ``disputed`` (one peer's detector
+must not fire on it, another peer's generic rule flags it: counted apart, as how often it is
+redacted, and in neither rate). The corpus is built on the
 measuring machine from the public test suites of other secret scanners (gitleaks, detect-secrets,
 secretlint, trufflehog) and is not part of this repository: it judges, it is not tuned against in
 tests. Nothing is fetched at run time.
@@ -49,11 +51,16 @@ class Tally:
     plain_fp: int = 0
     near: int = 0
     near_fp: int = 0
+    disputed: int = 0
+    disputed_flagged: int = 0
 
     def add(self, label: str, ok: bool) -> None:
         if label == "secret":
             self.secrets += 1
             self.caught += ok
+        elif label == "disputed":
+            self.disputed += 1
+            self.disputed_flagged += not ok
         elif label == "plain":
             self.plain += 1
             self.plain_fp += not ok
@@ -69,6 +76,11 @@ class Tally:
             f"caught {pct(self.caught, self.secrets):>20}"
             f"  FP plain {pct(self.plain_fp, self.plain):>18}"
             f"  FP near-miss {pct(self.near_fp, self.near):>18}"
+            + (
+                f"  disputed redacted {pct(self.disputed_flagged, self.disputed)}"
+                if self.disputed
+                else ""
+            )
         )
 
 
@@ -98,7 +110,7 @@ def score(redact: Redactor, cases: list[dict[str, str]]) -> Score:
             result.by_kind[(case["source"], case["kind"])],
         ):
             tally.add(label, ok)
-        if not ok:
+        if not ok and label != "disputed":
             result.misses.append(case)
     return result
 

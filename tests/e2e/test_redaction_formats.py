@@ -6,6 +6,7 @@ from the user's config work on the real retain path."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import random
 import string
@@ -42,6 +43,10 @@ def _github(prefix: str) -> str:
     return prefix + body + digits.rjust(6, "0")
 
 
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
 # One secret of each newly covered format (kind -> value), as a user would paste them.
 NEW_SECRETS = {
     "tailscale_key": "tskey-auth-" + _random(_ALNUM, 12) + "-" + _random(_ALNUM, 30),
@@ -58,6 +63,22 @@ NEW_SECRETS = {
     "easypost_key": "EZAK" + _random(_ALNUM, 54),
     "dynatrace_token": "dt0c01." + _random(_ALNUM, 24) + "." + _random(_ALNUM, 64),
     "github_token": _github("ghs_"),
+    "anthropic_api_key": "sk-ant-api03-" + _random(_ALNUM + "_-", 93) + "AA",
+    "slack_webhook": "https://hooks.slack.com/workflows/T"
+    + _random(string.ascii_uppercase + string.digits, 10)
+    + "/A"
+    + _random(string.ascii_uppercase + string.digits, 10)
+    + "/"
+    + _random(string.digits, 18)
+    + "/"
+    + _random(_ALNUM, 24),
+    # an unsigned JSON Web Token (alg none, empty signature) still carries its claims
+    "jwt": _b64url(b'{"alg":"none","typ":"JWT"}')
+    + "."
+    + _b64url(b'{"sub":"' + _random(_ALNUM, 16).encode() + b'","role":"admin"}')
+    + ".",
+    # Sidekiq Pro's gem server credentials, beside the variable that names them
+    "sidekiq_secret": "BUNDLE_GEMS__CONTRIBSYS__COM=" + _random(_HEX, 8) + ":" + _random(_HEX, 8),
 }
 USER_TOKEN = "acme_" + _random(string.ascii_lowercase + string.digits, 12)
 ALLOWED = "sk_test_" + _random(_ALNUM, 30)  # a published test key the user allows

@@ -11,7 +11,7 @@ import pytest
 from pi_hindsight.redaction import KINDS, redact
 
 # Fake secrets with real formats (none of them is valid anywhere).
-HINDSIGHT_KEY = "hsk_" + "0123456789abcdef" * 2
+HINDSIGHT_KEY = "hsk_" + "9c4e1f7a2b8d0356" * 2  # (an ordered run like "01234567" is a stand-in)
 NPM_TOKEN = "npm_" + "aBcDeFgHiJ" * 3 + "klmnop"
 GITHUB_TOKEN = "ghp_" + "A1b2C3d4E5" * 3 + "f6G7h8"
 AWS_KEY = "AKIA" + "IOSFODNN7EXAMPL2"
@@ -56,8 +56,9 @@ CAUGHT = [
     ("https://h.example/x?api_key=abcd1234efgh&x=1", "abcd1234efgh", "url_query_secret"),
     ("凭证为" + HINDSIGHT_KEY + "。", HINDSIGHT_KEY, "hindsight_api_key"),
     ("OPENAI_API_KEY=sk-proj-" + "Ab1" * 16, "sk-proj-" + "Ab1" * 16, "openai_api_key"),
-    ("sk-ant-api03-" + "x1Y2" * 10, "sk-ant-api03-" + "x1Y2" * 10, "anthropic_api_key"),
-    ("xoxb-123456789012-123456789012-abcdefghijkl", "xoxb-123456789012", "slack_token"),
+    ("sk-ant-api03-" + "x1Y2z" * 17 + "q4kW7tQ9AA", "sk-ant-api03-x1Y2", "anthropic_api_key"),
+    ("sk-ant-" + "x1Y2z9Qw" * 5, "sk-ant-" + "x1Y2z9Qw" * 5, "anthropic_api_key"),
+    ("xoxb-739146205813-482057361924-qZ7kR2mW9xTb", "xoxb-739146205813", "slack_token"),
     # issue 9's misses
     (
         "export DD_APP_KEY=3f1c9a7e5b2d4f6a8c0e1b3d5f7a9c2e4b6d8f0a",
@@ -154,7 +155,7 @@ SAMPLES_FOR_THE_ORACLE = [
     AWS_KEY,
     GITHUB_TOKEN,
     "//registry.npmjs.org/:_authToken=" + NPM_TOKEN,
-    "xoxp-1234567890-0987654321-abcdef0123",
+    "xoxp-7391462058-4820573619-qZ7kR2mW9x",
     "https://hooks.slack.com/services/T0ABCDEFG/B0ABCDEFG/abcdefghijklmnopqrstuvwx",
     "sk_live_" + "a1B2c3D4e5" * 3,
     # Random-looking bodies: a run of one character after a vendor prefix is a placeholder.
@@ -163,10 +164,10 @@ SAMPLES_FOR_THE_ORACLE = [
     "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5pM1kG0zT\n",
     "glpat-" + "a1B2c3D4e5F6g7H8i9J0",
     "mysql://root:hunter22@localhost/db",
-    "AC" + "0123456789abcdef" * 2,
+    "AC" + "9c4e1f7a2b8d0356" * 2,
     "pypi-AgEIcHlwaS5vcmc" + "A1b2" * 20,
     "MTIzNDU2Nzg5MDEyMzQ1Njc4.GaBcDe.abcdefghijklmnopqrstuvwxyz01234",
-    "0123456789abcdef0123456789abcdef-us12",
+    "9c4e1f7a2b8d03569c4e1f7a2b8d0356-us12",
 ]
 
 

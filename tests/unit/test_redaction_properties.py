@@ -54,6 +54,8 @@ UNITS = sorted(
         "abcdefghijklmnopqrstuvwxyz\tkey ",
         "key=",
         "key",
+        " key=a",
+        "Key=a1B2c3D4e5F6g7H8i9 ",
         "auth",
         "://",
         "://a:",

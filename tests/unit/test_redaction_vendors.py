@@ -227,3 +227,167 @@ def test_comparisons_setters_and_numbered_names(text: str, secret: str) -> None:
 )
 def test_harmless_comparisons_and_values_are_left_alone(text: str) -> None:
     assert redact(text).text == text
+
+
+def _b64url(data: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _jwt(header: bytes, signature: str) -> str:
+    claims = _b64url(b'{"sub":"' + _random(_ALNUM, 12).encode() + b'","admin":true}')
+    return f"{_b64url(header)}.{claims}.{signature}"
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        _jwt(b'{"alg":"HS256","typ":"JWT"}', _random(_ALNUM + "_-", 43)),
+        _jwt(b'{"alg":"none"}', ""),  # unsigned: header.claims.
+        _jwt(b'{"typ":"JWT",\r\n "alg":"HS256"}', "")[:-1],  # header.claims, no dot
+    ],
+)
+def test_json_web_tokens_signed_or_not_are_redacted(token: str) -> None:
+    assert token not in redact(f'String token = "{token}";').text
+
+
+def test_a_jwt_whose_header_is_not_json_naming_an_algorithm_is_no_token() -> None:
+    good = _jwt(b'{"alg":"HS256"}', _random(_ALNUM, 43))
+    header, rest = good.split(".", 1)
+    for broken in (header[:-3] + "q!q", header[:6] + _random(_ALNUM, 10) + header[6:]):
+        text = f"{broken}.{rest}"
+        if "!" in broken:
+            continue  # (not even the token's alphabet)
+        assert redact(text).text == text, broken
+    no_alg = _jwt(b'{"typ":"JWT"}', _random(_ALNUM, 43))
+    assert redact(no_alg).text == no_alg
+
+
+def test_anthropic_keys_of_the_current_forms_are_checked_for_their_length() -> None:
+    body = _random(_ALNUM + "_-", 93)
+    for form in ("sk-ant-api03-", "sk-ant-admin01-"):
+        key = f"{form}{body}AA"
+        assert redact(f"ANTHROPIC_KEY {key}").text == "ANTHROPIC_KEY [REDACTED:anthropic_api_key]"
+        for malformed in (f"{form}{body[:60]}AA", f"{form}{body}BB"):
+            assert redact(malformed).text == malformed
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://hooks.slack.com/workflows/T{a}/A{b}/{n}/{s}",
+        "https://hooks.slack.com/triggers/T{a}/{n}/{s}",
+        "http://hooks.slack.com/services/{long}",
+    ],
+)
+def test_slack_webhooks_of_every_form(url: str) -> None:
+    secret = _random(_ALNUM, 24)
+    text = url.format(
+        a=_random(string.ascii_uppercase + string.digits, 10),
+        b=_random(string.ascii_uppercase + string.digits, 10),
+        n=_random(string.digits, 18),
+        s=secret,
+        long=_random(_ALNUM, 46),
+    )
+    if "/triggers/" in text:
+        text = text.replace("/T", "/T", 1).replace(f"/{secret}", f"/B{secret}")
+    assert "[REDACTED:slack_webhook]" in redact(text).text
+
+
+def test_sidekiq_credentials_next_to_their_variable() -> None:
+    secret = f"{_hex(8)}:{_hex(8)}"
+    for text in (
+        f"BUNDLE_GEMS__CONTRIBSYS__COM={secret}",
+        f'System.setProperty("BUNDLE_ENTERPRISE__CONTRIBSYS__COM", "{secret}")',
+    ):
+        assert secret not in redact(text).text
+    # without the gem server's name, two hex words with a colon are a commit range, a hash pair
+    assert redact(f"compare {secret}").text == f"compare {secret}"
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    body=st.text(alphabet=_ALNUM, min_size=30, max_size=50),
+    at=st.integers(min_value=0, max_value=30),
+    run=st.sampled_from(["abcdefgh", "ABCDEFGHIJ", "12345678", "aBcDeFgHiJkL", "qrstuvwxyz"]),
+)
+def test_an_ordered_run_of_eight_makes_a_body_a_stand_in(body: str, at: int, run: str) -> None:
+    planted = body[:at] + run + body[at:]
+    assert is_placeholder(planted)
+    text = f"see vcp_{planted}"
+    assert redact(text).text == text
+
+
+def test_random_bodies_hold_no_ordered_run() -> None:
+    bodies = [_random(_ALNUM, 40) for _ in range(2000)]
+    assert sum(map(is_placeholder, bodies)) == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "curl -i -u 'demo:demo' https://localhost:9200",
+        'curl --user "aaa:bbb"',
+        "curl -u <user:password> https://api.test/endpoint",
+        'const URL = "postgres://postgres:postgres@localhost:5432/app";',
+        'MONGO_CREDENTIALS = "mongodb://mongo:mongo@localhost:27017/db"',
+        "redis://:zzzz@cache:6379",
+    ],
+)
+def test_default_and_template_credentials_are_left_alone(text: str) -> None:
+    assert redact(text).text == text
+
+
+def test_a_real_password_beside_a_user_is_still_redacted() -> None:
+    user, password = _random(string.ascii_lowercase, 6), _random(_ALNUM, 12)
+    for text in (
+        f"curl -u '{user}:{password}' https://api.test",
+        f"postgres://{user}:{password}@db.internal/app",
+        f'MONGO_CREDENTIALS = "mongodb://{user}:{password}@db:27017/x"',
+    ):
+        assert password not in redact(text).text, text
+    # the user name repeated inside a longer password is no default
+    assert f"{user}{password}" not in redact(f"curl -u {user}:{user}{password} x").text
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["Key={s}", "[DEBUG] Using acme KEY={s}", "key: {s}", '{{"key": "{s}"}}', "  key = '{s}'"],
+)
+def test_a_random_value_assigned_to_a_bare_key_is_redacted(template: str) -> None:
+    secret = _random(_ALNUM, 32)
+    assert secret not in redact(template.format(s=secret)).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "key: config/app/settings.json",
+        '{"key": "user_name", "value": 3}',
+        "cache key = 3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c",
+        "key = primary",
+        "sort key: createdAt",
+    ],
+)
+def test_a_bare_key_with_an_ordinary_value_is_left_alone(text: str) -> None:
+    assert redact(text).text == text
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["curl --user kevin:'{s}' -iX PATCH", 'curl -u ":{s}" https://h.test', 'curl -u bob:"{s}" x'],
+)
+def test_curl_users_with_a_quoted_password_or_no_user(template: str) -> None:
+    secret = _random(_ALNUM, 14)
+    assert secret not in redact(template.format(s=secret)).text
+
+
+def test_a_base64_value_ending_in_padding_is_no_comparison() -> None:
+    import base64
+
+    secret = base64.b64encode(bytes(_RNG.randrange(256) for _ in range(64))).decode()
+    assert secret.endswith("==")
+    for template in ("account_key: '{s}'", "<account_key>{s}</account_key>", 'AccountKey: "{s}",'):
+        assert secret not in redact(template.format(s=secret)).text, template
+    assert redact("token = a == b").text == "token = a == b"

@@ -30,8 +30,8 @@ added, allowed values removed.
 A value found once is redacted wherever else it occurs in the same text.
 
 The detectors that read key names (:mod:`.assignments`, :mod:`.context`) get them from
-:mod:`.finder`, which finds them on demand, so a name no detector asks for costs no step of
-Python (adversarial text can hold a secret word every few characters).
+:mod:`.finder` (with :mod:`.runs`), which finds them on demand, so a name no detector asks for
+costs no step of Python (adversarial text can hold a secret word every few characters).
 
 One pass of :mod:`.triggers` says which detectors can match at all; only those run. All matches
 are merged as spans before replacement, so overlapping detectors never corrupt each other.

@@ -336,7 +336,8 @@ def _is_text(value: str, strength: Strength, place: Place) -> bool:
     return is_name_like(value) or is_prose(value) or _code_value(value)
 
 
-_OPERATORS = re.compile(r"->|::|=>|\|\||&&|==")
+# (``==`` ending the value is base64 padding, not a comparison: ``…oqeA==``)
+_OPERATORS = re.compile(r"->|::|=>|\|\||&&|==(?!\Z)")
 
 
 def _code_value(value: str) -> bool:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 
 from pi_hindsight.redaction.source import Hit, Source
-from pi_hindsight.redaction.values import is_not_a_secret, looks_random
+from pi_hindsight.redaction.values import is_not_a_secret, is_stand_in_pair, looks_random
 
 __all__ = [
     "CLI_TRIGGERS",
@@ -24,11 +24,14 @@ __all__ = [
     "find_sql_passwords",
 ]
 
-# -u / --user user:password (curl, httpie -a is not covered)
+# -u / --user user:password (curl, httpie -a is not covered): the pair quoted (the user may be
+# empty), bare, or a bare user and a quoted password (kevin:'…'). The password is the last group.
 _CURL_USER = re.compile(
     r"-(?<![A-Za-z0-9_-]-)(?:u|-user)(?:[ \t]{1,16}|=)(?:"
-    r"\"([^\"\r\n:]{1,256}):([^\"\r\n]{0,256})\""
-    r"|'([^'\r\n:]{1,256}):([^'\r\n]{0,256})'"
+    r"\"([^\"\r\n:]{0,256}):([^\"\r\n]{0,256})\""
+    r"|'([^'\r\n:]{0,256}):([^'\r\n]{0,256})'"
+    r"|([^\s:\"'`]{1,256}):\"([^\"\r\n]{1,256})\""
+    r"|([^\s:\"'`]{1,256}):'([^'\r\n]{1,256})'"
     r"|([^\s:\"'`]{1,256}):([^\s\"'`]{0,256}))"
 )
 
@@ -48,8 +51,10 @@ def _real_password(value: str) -> bool:
 def find_curl_users(source: Source) -> Iterator[Hit]:
     text = source.text
     for match in _CURL_USER.finditer(text):
-        password_group = match.lastindex or 2  # 2, 4 or 6: whichever alternative matched
+        password_group = match.lastindex or 2  # 2, 4, 6, 8 or 10: the alternative that matched
         password = match.group(password_group)
+        if is_stand_in_pair(match.group(password_group - 1), password):
+            continue
         if _real_password(password):
             yield (*match.span(password_group), "basic_auth")
         elif not password and looks_random(match.group(password_group - 1), 16):

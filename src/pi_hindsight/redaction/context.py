@@ -20,6 +20,7 @@ a bounded number of times.
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 from collections.abc import Iterator
@@ -118,6 +119,9 @@ def find_by_context(source: Source) -> Iterator[Hit]:
         token = _RUN.match(text, token_start)
         token_end = token.end() if token is not None else candidate.end()
         scanned = token_end
+        value = text[token_start:token_end]
+        if not looks_random(value, 16) or is_not_a_secret(value):
+            continue  # (judged first: memoised, and most candidates fail it)
         # The nearest secret name before the token (any, weak ones too) is the one the gap is
         # measured from.
         everyone = everyone or Names(source)
@@ -126,13 +130,11 @@ def find_by_context(source: Source) -> Iterator[Hit]:
                 break
             name_start, name_end = following[0], following[1]
             after = name_end + 1
-        value = text[token_start:token_end]
         if not _gap_ok(lowered, name_start, name_end, value, token_start):
             continue
         if lowered.startswith("login", name_start) and lowered[name_end:token_start].strip():
             continue  # only "<tool> login <token>": "login succeeded for user <uuid>" stays
-        if looks_random(value, 16) and not is_not_a_secret(value):
-            yield (token_start, token_end, _vendor_kind(lowered, name_start, token_start))
+        yield (token_start, token_end, _vendor_kind(lowered, name_start, token_start))
 
 
 def _candidate(source: Source, start: int, window_end: int) -> re.Match[str] | None:
@@ -172,26 +174,35 @@ def _vendor_kind(lowered: str, name_start: int, token_start: int) -> str:
 
 
 def _prose_password(text: str, name_end: int) -> Hit | None:
+    # Judged on the window the pattern can reach (memoised: adversarial text repeats the same
+    # phrase after every "password", and a long window of prose recurs in ordinary text rarely).
+    found = _prose_password_in(text[name_end : name_end + _PROSE_REACH])
+    return (
+        None if found is None else (name_end + found[0], name_end + found[1], "password_in_prose")
+    )
+
+
+@functools.lru_cache(maxsize=2048)
+def _prose_password_in(window: str) -> tuple[int, int] | None:
     # The value has a character that is not a letter, a blank or a quote (checked below): where
     # none follows (prose: "the password policy requires …"), the pattern cannot match.
-    if _NOT_PROSE.search(text, name_end, name_end + _PROSE_REACH) is None:
+    if _NOT_PROSE.search(window) is None:
         return None
-    match = _PROSE_PASSWORD.match(text, name_end)
+    match = _PROSE_PASSWORD.match(window)
     if match is None:
         return None
     start, end = match.span(2)
-    while end > start and text[end - 1] in ".,;:)":
+    while end > start and window[end - 1] in ".,;:)":
         end -= 1
-    value = text[start:end]
+    value = window[start:end]
     if not value or value[0] in "([{<":
         return None  # a parenthesis: "password = (sensitive value)" in a Terraform plan
     has_letter = any(char.isalpha() for char in value)
-    has_other = any(not char.isalpha() for char in value)
-    if len(value) < 6 or not (has_letter and has_other) or value.lower() in _TECH_WORDS:
+    if len(value) < 6 or not has_letter or value.isalpha() or value.lower() in _TECH_WORDS:
         return None
     if is_not_a_secret(value) or (is_name_like(value) and not value.isalnum()):
         return None
-    return (start, end, "password_in_prose")
+    return (start, end)
 
 
 def _paired(source: Source) -> Iterator[Hit]:

@@ -12,7 +12,7 @@ it skips are never looked at. A longer name is the run of name characters around
 a run longer than 160 characters is not a key name.
 
 Each detector has its own :class:`Names` (their positions advance independently); the runs
-found are shared through ``source.cache``.
+found (:mod:`.runs`) are shared through ``source.cache``.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from pi_hindsight.redaction import runs
 from pi_hindsight.redaction.names import (
     SECRET_WORDS,
     VENDOR_WORDS,
     NameHit,
     Strength,
-    name_strength,
     prose_key,
     word_strength,
 )
@@ -46,17 +46,11 @@ HINTS = (("pw", True), ("value", False))
 OPERATOR = r"[\"'`]?[ \t]{0,16}(?::=|=>|=(?![=~])|\?:|:(?![:/]))[ \t]{0,16}"
 
 _NAME_SET = frozenset(NAME_CHARS)
-_NAME_LOWER = "abcdefghijklmnopqrstuvwxyz0123456789_.-"  # name characters of the lowered text
-_NAME_RUN = re.compile(r"[a-z0-9_.-]++")
 _VENDORS = frozenset(VENDOR_WORDS)
-_VENDOR = re.compile("|".join(VENDOR_WORDS))
 _WEAK_WORDS = frozenset(word for word in SECRET_WORDS if word_strength(word) == "weak")
 _ASSIGNABLE = frozenset(("password", "strong", "weak"))
-_MARKER_LOWERED = "[redacted:"
-# A marker of an earlier redaction (in the lowered text), cut short too: its kind is no name.
-_MARKERS = re.compile(r"\[redacted:[a-z0-9_]{0,64}\]?")
-_RUN_LIMIT = 160  # longer runs of name characters are not key names
 _NONE = 1 << 62  # the start of a search's next match when there is none
+_START = re.Match.start
 
 View = Literal["all", "assignable", "openers"]
 
@@ -151,6 +145,20 @@ def _patterns(word: str, *, pw: bool = False) -> _Word:
 
 
 _WORDS = {word: _patterns(word) for word in SECRET_WORDS}
+# A bare "key" assigned a value (``Key=…``, ``key: …``, ``"key": "…"``) is a weak name: only a
+# random value counts (the value of a lookup table's "key" is a word or a path, not random), so
+# only a value of 16 value characters or more is looked at (``&key=a`` repeated costs no Python).
+_BARE_KEY = re.compile(rf"key(?<![a-z0-9_.-]key)(?={OPERATOR}+[\"'`]?[^\s\"'`,;)(\]}}{{&<>]{{16}})")
+
+
+def _bare_key_ok(source: Source, start: int) -> bool:
+    """After a word and a blank, "key" is a name by that word (prose_key: not "cache key")."""
+    text, lowered = source.text, source.lowered
+    if start >= 2 and text[start - 1] in " \t" and lowered[start - 2].isalpha():
+        return prose_key(text, lowered, start) is not None
+    return True
+
+
 _AUTH_WITH_PW = _patterns("auth", pw=True)
 
 
@@ -185,6 +193,8 @@ class Names:
                     # name: DB_PASSWORD … value: … needs "value" in the text (_name_value)
                     pattern = patterns.assignable_or_key if values else patterns.assignable
                     self._simple.append(_Search(source, pattern, word, strength))
+                elif word == "key":
+                    self._simple.append(_Search(source, _BARE_KEY, word, "weak", bare_key=True))
             elif view == "all":
                 self._simple.append(
                     _Search(source, patterns.simple, word, strength, strength is None)
@@ -244,8 +254,8 @@ class _Search:
     per text for all patterns: a search that finds nothing would scan to the end of the text)."""
 
     __slots__ = (
-        "_occurrences", "_skip", "_source", "endpos", "last", "length", "lowered", "pattern",
-        "plain", "prose", "searched", "start", "strength",
+        "_bare_key", "_occurrences", "_skip", "_source", "endpos", "last", "length", "lowered",
+        "pattern", "plain", "prose", "searched", "start", "strength",
     )  # fmt: skip
 
     def __init__(
@@ -256,16 +266,20 @@ class _Search:
         strength: Strength | Literal["vendor"] | None,
         prose: bool = False,
         skip: set[int] | None = None,
+        *,
+        bare_key: bool = False,
     ) -> None:
         """``prose``: the word is "key", a name only by the word before it; ``skip``: starts of
-        matches that are not names for this view."""
+        matches that are not names for this view; ``bare_key``: a bare "key" assigned a value
+        (_bare_key_ok)."""
         self._source, self.pattern, self.strength, self.prose, self._skip = (
             source, pattern, strength, prose, skip,
         )  # fmt: skip
+        self._bare_key = bare_key
         self.lowered, self._occurrences, self.last, self.endpos = _occurring(source, word)
         self.length = len(word)
         self.searched = self.start = -1  # the last search began at searched and found start
-        self.plain = not prose and not skip and self._occurrences is None  # (see Names.first)
+        self.plain = not (prose or skip or bare_key) and self._occurrences is None  # Names.first
 
     def at(self, position: int) -> int:
         """The start of the first match at or after ``position`` that is a name (_NONE: none)."""
@@ -280,6 +294,13 @@ class _Search:
                 if match is not None and self._accept(at):
                     self.start = at
                     break
+        elif position <= self.last and self._skip and not (self.prose or self._bare_key):
+            # Only skipped starts to pass over (context.py's openers pass over the names that
+            # are assigned a value, which can be every one): the matches are walked in C.
+            matches = self.pattern.finditer(self.lowered, self.searched, self.endpos)
+            self.start = next(
+                itertools.filterfalse(self._skip.__contains__, map(_START, matches)), _NONE
+            )
         elif position <= self.last:
             match = self.pattern.search(self.lowered, self.searched, self.endpos)
             while match is not None and not self._accept(match.start()):
@@ -293,6 +314,8 @@ class _Search:
             source = self._source
             self.strength = prose_key(source.text, source.lowered, start)
             return self.strength is not None
+        if self._bare_key:
+            return _bare_key_ok(self._source, start)
         return self._skip is None or start not in self._skip
 
 
@@ -327,13 +350,13 @@ class _Runs:
             if occurrence == _NONE:
                 self._name, self._searched, self.active = None, _NONE, False
                 return None
-            run_start, run_stop, self._searched = _run(source, occurrence)
+            run_start, run_stop, self._searched = runs.find_run(source, occurrence)
             start = self._searched
             if run_start < 0:
                 continue  # too long to be a key name
             if self._view == "assignable" and not _may_assign(source, run_start, run_stop):
                 continue
-            name = _name(source, run_start, run_stop)
+            name = runs.run_name(source, run_start, run_stop)
             if (
                 name is not None
                 and self._takes(name)
@@ -348,7 +371,7 @@ class _Runs:
         start = max(self._searched, position)
         text = self._source.text
         if 0 < start <= len(text) and text[start - 1] in _NAME_SET:
-            before = _run_start(_searchable(self._source), start)
+            before = runs.run_start(runs.searchable(self._source), start)
             if before >= 0:
                 start = max(self._searched, before)
         return start
@@ -432,7 +455,7 @@ def _occurring(source: Source, word: str) -> tuple[str, list[int] | None, int, i
     )  # type: ignore[assignment]
     known = cache.get(word)
     if known is None:
-        lowered = _searchable(source)
+        lowered = runs.searchable(source)
         matches = itertools.islice(_LITERALS[word].finditer(lowered), _FEW + 1)
         occurrences: list[int] | None = [match.start() for match in matches]
         if len(occurrences) > _FEW:  # type: ignore[arg-type]
@@ -450,7 +473,7 @@ def _listed(source: Source, view: View) -> list[NameHit]:
     same as searching for them (a test checks), at less cost for a few names."""
     present, _, values = _present(source)
     words = dict(present)
-    searchable = _searchable(source)
+    searchable = runs.searchable(source)
     assigned: set[int] = source.cache.get("assigned", set())  # type: ignore[assignment]
     listed = []
     for name, word, run_start, run_stop in _entries(source):
@@ -474,6 +497,14 @@ def _listed(source: Source, view: View) -> list[NameHit]:
                 listed.append(name)
         elif strength != "weak" and start not in assigned and not _EMPTY_AT.match(searchable, end):
             listed.append(name)
+    if view == "assignable" and "key" in words:
+        bare = [
+            (at, at + 3, "weak", False)
+            for at in _occurring(source, "key")[1] or ()
+            if _BARE_KEY.match(searchable, at) and _bare_key_ok(source, at)
+        ]
+        if bare:
+            listed = sorted((*listed, *bare))  # type: ignore[arg-type]
     return listed
 
 
@@ -488,7 +519,7 @@ def _entries(
     source.cache.setdefault("runs", {})
     source.cache.setdefault("run_names", {})
     entries: list[tuple[NameHit, str, int, int]] = []
-    runs: set[int] = set()
+    seen: set[int] = set()  # run starts
     for word, patterns in _present(source)[0]:
         searchable, occurrences, _, endpos = _occurring(source, word)
         for at in occurrences or ():
@@ -499,10 +530,10 @@ def _entries(
                 elif (prose := prose_key(source.text, source.lowered, at)) is not None:
                     entries.append(((at, end, prose, True), word, at, end))
             elif patterns.inside.match(searchable, at, endpos):
-                run_start, run_stop, _ = _run(source, at)
-                if run_start >= 0 and run_start not in runs:
-                    runs.add(run_start)
-                    name = _name(source, run_start, run_stop)
+                run_start, run_stop, _ = runs.find_run(source, at)
+                if run_start >= 0 and run_start not in seen:
+                    seen.add(run_start)
+                    name = runs.run_name(source, run_start, run_stop)
                     if name is not None:
                         entries.append((name, "", run_start, run_stop))
     entries.sort()
@@ -522,85 +553,3 @@ def _may_assign(source: Source, start: int, stop: int) -> bool:
     if source.text.find("value", stop, stop + 160) < 0:
         return False
     return _NAME_KEY_END.search(lowered, max(0, start - 6), start) is not None
-
-
-def _run(source: Source, occurrence: int) -> tuple[int, int, int]:
-    """The run of name characters holding the secret word at ``occurrence``: its start and end,
-    and where to look for the next run (start -1: longer than 160 characters, no key name).
-    Memoised per text: the detectors share the runs."""
-    runs: dict[int, tuple[int, int, int]] = source.cache["runs"]  # type: ignore[assignment]
-    lowered = _searchable(source)
-    start = _run_start(lowered, occurrence)
-    known = runs.get(start)
-    if known is not None and known[2] > occurrence:
-        return known
-    right = lowered[occurrence : occurrence + _RUN_LIMIT + 1]
-    stop = occurrence + len(right) - len(right.lstrip(_NAME_LOWER))
-    if start < 0 or stop - start > _RUN_LIMIT:
-        end = _NAME_RUN.match(lowered, occurrence)  # skip all of a run too long to be a name
-        resolved = (-1, -1, occurrence + 1 if end is None else end.end())
-    else:
-        resolved = (start, stop, stop)
-    runs[start] = resolved
-    return resolved
-
-
-def _run_start(lowered: str, position: int) -> int:
-    """Where the run of name characters ending at ``position`` starts (-1: more than 160
-    characters before it)."""
-    low = max(0, position - _RUN_LIMIT - 1)
-    left = lowered[low:position]
-    start = position - (len(left) - len(left.rstrip(_NAME_LOWER)))
-    return -1 if start == low and low > 0 else start
-
-
-def _name(source: Source, start: int, stop: int) -> NameHit | None:
-    """The name the run at [start, stop) is (None: no secret name). Memoised per text."""
-    names: dict[int, NameHit | None] = source.cache["run_names"]  # type: ignore[assignment]
-    if start in names:
-        return names[start]
-    name = names[start] = _run_name(source, start, stop)
-    return name
-
-
-def _run_name(source: Source, start: int, stop: int) -> NameHit | None:
-    text, lowered = source.text, source.lowered
-    if text[start] in ".-":
-        start = stop - len(text[start:stop].lstrip(".-"))
-    if text[stop - 1] in ".-":
-        stop = start + len(text[start:stop].rstrip(".-"))
-    strength = name_strength(text[start:stop])
-    if strength is not None:
-        return (start, stop, strength, False)
-    if _VENDOR.search(lowered, start, stop) is not None:
-        return (start, stop, "vendor", False)  # mailgun.client(…): a token may follow
-    if stop - start == 3 and lowered.startswith("key", start):
-        prose = prose_key(text, lowered, start)
-        if prose is not None:
-            return (start, stop, prose, True)
-    return None
-
-
-def _searchable(source: Source) -> str:
-    """The lowered text with the spans the token and block detectors found (a word inside a
-    private key or a vendor token is not a name: "PRIVATE KEY", "…key…" in a token) and the
-    markers of an earlier redaction blanked out with NUL. Fixed when first asked, before the
-    detectors that read names add their findings (those must not hide names)."""
-    cached = source.cache.get("searchable")
-    if cached is None:
-        lowered = source.lowered
-        spans = sorted((start, end) for start, end, _ in source.found)
-        if _MARKER_LOWERED in lowered:
-            spans = sorted((*spans, *(match.span() for match in _MARKERS.finditer(lowered))))
-        if spans:
-            parts: list[str] = []
-            cursor = 0
-            for span_start, end in spans:
-                if end > cursor:
-                    start = max(span_start, cursor)
-                    parts += (lowered[cursor:start], "\0" * (end - start))
-                    cursor = end
-            parts.append(lowered[cursor:])
-            lowered = "".join(parts)
-        cached = source.cache["searchable"] = lowered
-    return cached  # type: ignore[return-value]

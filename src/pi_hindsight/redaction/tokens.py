@@ -15,6 +15,9 @@ memory_defense. Each pattern is built so that ``re.finditer`` runs in linear tim
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -83,8 +86,39 @@ def _real_value(secret: str) -> bool:
     return not is_not_a_secret(secret)
 
 
+def _real_password(secret: str) -> bool:
+    return _real_value(secret) and len(set(secret)) > 1
+
+
 def _real_token(secret: str) -> bool:
     return not is_not_a_secret(secret) and not is_name_like(secret)
+
+
+def _openai(secret: str) -> bool:
+    """``sk-ant-`` is Anthropic's: a key there that fails Anthropic's structure is no OpenAI key."""
+    return not secret.startswith("sk-ant-") and _real_token(secret)
+
+
+def _anthropic(secret: str) -> bool:
+    """Anthropic keys of the current forms (``sk-ant-api03-``, ``sk-ant-admin01-``) are 93
+    characters and ``AA`` after that prefix; one of those forms with another length is a
+    malformed near-miss. Older forms keep the generic rule."""
+    for form in ("sk-ant-api03-", "sk-ant-admin01-"):
+        if secret.startswith(form):
+            return len(secret) == len(form) + 95 and secret.endswith("AA")
+    return True
+
+
+def _jwt(secret: str) -> bool:
+    """A JSON Web Token's header is base64url JSON naming its algorithm (RFC 7515/7519):
+    ``eyJ`` followed by anything else is no token. Unsigned tokens (``alg: none``, an empty
+    or missing signature) still carry their claims and are redacted."""
+    header = secret.split(".", 1)[0]
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
+        return False
+    return isinstance(decoded, dict) and "alg" in decoded
 
 
 _DASHED = "A-Za-z0-9_-"
@@ -102,7 +136,14 @@ PATTERNS: tuple[TokenPattern, ...] = (
         group=1,
         keep=_real_value,
     ),
-    *token("anthropic_api_key", "sk-ant-", r"[A-Za-z0-9_-]{20,}+", boundary=_DASHED, end=False),
+    *token(
+        "anthropic_api_key",
+        "sk-ant-",
+        r"[A-Za-z0-9_-]{20,}+",
+        boundary=_DASHED,
+        end=False,
+        keep=_anthropic,
+    ),
     *token("openrouter_api_key", "sk-or-v1-", r"[0-9a-f]{64}", boundary=_DASHED),
     *token(
         "openai_api_key",
@@ -110,7 +151,7 @@ PATTERNS: tuple[TokenPattern, ...] = (
         r"(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}+",
         boundary=_DASHED,
         end=False,
-        keep=_real_token,
+        keep=_openai,
     ),
     *token("openai_session_token", "sess-", r"[A-Za-z0-9]{40}"),
     *token(
@@ -140,13 +181,23 @@ PATTERNS: tuple[TokenPattern, ...] = (
         end=False,
     ),
     *token("slack_token", "xapp-", r"[0-9]-[A-Za-z0-9-]{20,}+", boundary=_DASHED, end=False),
+    # Slack incoming webhooks (services/T…/B…/<secret>) and workflow webhooks and triggers
+    # (workflows/T…/A…/<id>/<secret>), or one 43-56 character path.
     TokenPattern(
         "slack_webhook",
         re.compile(
-            r"https://hooks\.slack\.com/services/T[A-Za-z0-9_]{1,64}+/B[A-Za-z0-9_]{1,64}+"
-            r"/[A-Za-z0-9_]{1,128}+"
+            r"hooks\.slack\.com/(?:services|workflows|triggers)/(?:T[A-Za-z0-9_]{1,64}+"
+            r"/[AB][A-Za-z0-9_]{1,64}+/[A-Za-z0-9_/]{1,256}+|[A-Za-z0-9+/]{43,56}+(?![A-Za-z0-9+/]))"
         ),
-        (("hooks.slack.com/services/", False),),
+        tuple(
+            (f"hooks.slack.com/{path}/", False) for path in ("services", "workflows", "triggers")
+        ),
+    ),
+    # Sidekiq Pro/Enterprise credentials (BUNDLE_GEMS__CONTRIBSYS__COM=<8 hex>:<8 hex>).
+    TokenPattern(
+        "sidekiq_secret",
+        re.compile(r"(?<![0-9A-Za-z])[0-9a-f]{8}:[0-9a-f]{8}(?![0-9A-Za-z])"),
+        (("contribsys", True),),
     ),
     TokenPattern(
         "discord_webhook",
@@ -289,9 +340,10 @@ PATTERNS: tuple[TokenPattern, ...] = (
     *token(
         "jwt",
         "eyJ",
-        r"[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+",
+        r"[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+(?:\.[A-Za-z0-9_-]{8,}+|\.?)",
         boundary=_DASHED,
         end=False,
+        keep=_jwt,
     ),
     # Discord bot tokens: base64 of a numeric user id, so they start M/N/O then D/T/j/z.
     TokenPattern(
@@ -307,13 +359,14 @@ PATTERNS: tuple[TokenPattern, ...] = (
         re.compile(r"[0-9](?<![0-9][0-9])[0-9]{7,9}+:AA[0-9A-Za-z_-]{33}(?![A-Za-z0-9_-])"),
         ((":AA", False),),
     ),
-    # Credentials inside a URL: scheme://user:PASSWORD@host (the user name is kept; may be empty).
+    # Credentials inside a URL: scheme://user:PASSWORD@host (the user name is kept; may be empty;
+    # a password that repeats the user name is a default or a demo: values.is_stand_in_pair).
     TokenPattern(
         "url_credentials",
-        re.compile(r"://[^\s:/?#@\[\]\"'<>]{0,256}+:([^\s/?#@\"'<>]{1,256}+)@"),
+        re.compile(r"://([^\s:/?#@\[\]\"'<>]{0,256}+):(?!\1@)([^\s/?#@\"'<>]{1,256}+)@"),
         (("://", False),),
-        group=1,
-        keep=_real_value,
+        group=2,
+        keep=_real_password,
     ),
     # Secrets in URL query strings: ?token=…, &api_key=…, &sig=…, X-Amz-Signature=…
     TokenPattern(

@@ -24,6 +24,7 @@ __all__ = [
     "is_name_like",
     "is_not_a_secret",
     "is_prose",
+    "is_stand_in_pair",
     "looks_random",
     "word_set",
 ]
@@ -128,10 +129,25 @@ def is_not_a_secret(value: str) -> bool:
         return True
     if _PLACEHOLDER_PARTS.search(value) or _TYPE.fullmatch(value):
         return True
-    if _is_stand_in(value, lowered):
-        return True
+    return _is_stand_in(value, lowered) or _harmless_url(value)
+
+
+def _harmless_url(value: str) -> bool:
+    """A URL whose authority carries no credentials, or only stand-in ones."""
     url = _URL.match(value)
-    return url is not None and "@" not in url.group(1)
+    if url is None:
+        return False
+    userinfo, at, _ = url.group(1).rpartition("@")
+    return not at or is_stand_in_pair(*userinfo.partition(":")[::2])
+
+
+def is_stand_in_pair(user: str, password: str) -> bool:
+    """A user and password that protect nothing: the same word twice (``postgres:postgres``,
+    ``test:test``: a default or a demo), one character repeated (``xxx:yyy``), or a template
+    (``<user:password>``)."""
+    if password == user or len(set(password)) == 1:
+        return True
+    return user.startswith(("<", "{")) and password.endswith((">", "}"))
 
 
 def _is_stand_in(value: str, lowered: str) -> bool:
@@ -200,7 +216,7 @@ def is_prose(value: str) -> bool:
     return alpha * 2 >= len(words)
 
 
-_CODE = re.compile(r"[\[\]()]|->|::|=>|\|\||&&|==")
+_CODE = re.compile(r"[\[\]()]|->|::|=>|\|\||&&|==(?!\Z)")  # (a final == is base64 padding)
 
 
 @_memoised

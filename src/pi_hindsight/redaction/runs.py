@@ -1,0 +1,107 @@
+"""The runs of name characters around a secret word (``DB_PASSWORD``, ``my.api-token``) and
+the text they are searched in: split from :mod:`.finder`, which asks for them.
+
+A run is the stretch of name characters (letters, digits, ``_``, ``.``, ``-``) holding an
+occurrence of a secret word; it is worked out once per text and shared by the detectors
+(``source.cache``). The searchable text is the lowered text with the spans the token and block
+detectors found blanked out, so a word inside a vendor token or a key block is no name.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pi_hindsight.redaction.names import VENDOR_WORDS, NameHit, name_strength, prose_key
+from pi_hindsight.redaction.source import Source
+
+__all__ = ["find_run", "run_name", "run_start", "searchable"]
+
+_NAME_LOWER = "abcdefghijklmnopqrstuvwxyz0123456789_.-"  # name characters of the lowered text
+_NAME_RUN = re.compile(r"[a-z0-9_.-]++")
+_VENDOR = re.compile("|".join(VENDOR_WORDS))
+_MARKER_LOWERED = "[redacted:"
+# A marker of an earlier redaction (in the lowered text), cut short too: its kind is no name.
+_MARKERS = re.compile(r"\[redacted:[a-z0-9_]{0,64}\]?")
+_RUN_LIMIT = 160  # longer runs of name characters are not key names
+
+
+def find_run(source: Source, occurrence: int) -> tuple[int, int, int]:
+    """The run of name characters holding the secret word at ``occurrence``: its start and end,
+    and where to look for the next run (start -1: longer than 160 characters, no key name).
+    Memoised per text: the detectors share the runs."""
+    runs: dict[int, tuple[int, int, int]] = source.cache["runs"]  # type: ignore[assignment]
+    lowered = searchable(source)
+    start = run_start(lowered, occurrence)
+    known = runs.get(start)
+    if known is not None and known[2] > occurrence:
+        return known
+    right = lowered[occurrence : occurrence + _RUN_LIMIT + 1]
+    stop = occurrence + len(right) - len(right.lstrip(_NAME_LOWER))
+    if start < 0 or stop - start > _RUN_LIMIT:
+        end = _NAME_RUN.match(lowered, occurrence)  # skip all of a run too long to be a name
+        resolved = (-1, -1, occurrence + 1 if end is None else end.end())
+    else:
+        resolved = (start, stop, stop)
+    runs[start] = resolved
+    return resolved
+
+
+def run_start(lowered: str, position: int) -> int:
+    """Where the run of name characters ending at ``position`` starts (-1: more than 160
+    characters before it)."""
+    low = max(0, position - _RUN_LIMIT - 1)
+    left = lowered[low:position]
+    start = position - (len(left) - len(left.rstrip(_NAME_LOWER)))
+    return -1 if start == low and low > 0 else start
+
+
+def run_name(source: Source, start: int, stop: int) -> NameHit | None:
+    """The name the run at [start, stop) is (None: no secret name). Memoised per text."""
+    names: dict[int, NameHit | None] = source.cache["run_names"]  # type: ignore[assignment]
+    if start in names:
+        return names[start]
+    name = names[start] = _run_name(source, start, stop)
+    return name
+
+
+def _run_name(source: Source, start: int, stop: int) -> NameHit | None:
+    text, lowered = source.text, source.lowered
+    if text[start] in ".-":
+        start = stop - len(text[start:stop].lstrip(".-"))
+    if text[stop - 1] in ".-":
+        stop = start + len(text[start:stop].rstrip(".-"))
+    strength = name_strength(text[start:stop])
+    if strength is not None:
+        return (start, stop, strength, False)
+    if _VENDOR.search(lowered, start, stop) is not None:
+        return (start, stop, "vendor", False)  # mailgun.client(…): a token may follow
+    if stop - start == 3 and lowered.startswith("key", start):
+        prose = prose_key(text, lowered, start)
+        if prose is not None:
+            return (start, stop, prose, True)
+    return None
+
+
+def searchable(source: Source) -> str:
+    """The lowered text with the spans the token and block detectors found (a word inside a
+    private key or a vendor token is not a name: "PRIVATE KEY", "…key…" in a token) and the
+    markers of an earlier redaction blanked out with NUL. Fixed when first asked, before the
+    detectors that read names add their findings (those must not hide names)."""
+    cached = source.cache.get("searchable")
+    if cached is None:
+        lowered = source.lowered
+        spans = sorted((start, end) for start, end, _ in source.found)
+        if _MARKER_LOWERED in lowered:
+            spans = sorted((*spans, *(match.span() for match in _MARKERS.finditer(lowered))))
+        if spans:
+            parts: list[str] = []
+            cursor = 0
+            for span_start, end in spans:
+                if end > cursor:
+                    start = max(span_start, cursor)
+                    parts += (lowered[cursor:start], "\0" * (end - start))
+                    cursor = end
+            parts.append(lowered[cursor:])
+            lowered = "".join(parts)
+        cached = source.cache["searchable"] = lowered
+    return cached  # type: ignore[return-value]
