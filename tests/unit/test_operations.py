@@ -49,6 +49,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "modelId": "m1",
         "name": "Deploys",
         "sourceQuery": "How do we deploy?",
+        "showContent": True,
+        "modelMaxTokens": 2048,
         "apply": True,
     },
     "forget": {"recordId": "r1", "confirm": True},

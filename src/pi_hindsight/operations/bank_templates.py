@@ -13,13 +13,8 @@ from pydantic import ConfigDict, Field, PlainSerializer, computed_field
 from pi_hindsight.engine.scope import USER_SCOPE_TAGS
 from pi_hindsight.errors import ScopeError
 from pi_hindsight.maintenance.common import as_json
-from pi_hindsight.operations.base import (
-    Operation,
-    OperationArgs,
-    OperationContext,
-    OperationResult,
-    require_scope,
-)
+from pi_hindsight.operations.bank_upkeep import BankContext, selected_scope
+from pi_hindsight.operations.base import Operation, OperationArgs, OperationResult
 
 USER_TEMPLATE = "personal-preferences"
 AsJson = PlainSerializer(as_json, return_type=Any)
@@ -33,11 +28,11 @@ class Target:
     mission: str
 
 
-def template_target(context: OperationContext, name: str) -> Target:
+def template_target(context: BankContext, name: str) -> Target:
     """The already-selected bank for a template: the User bank for the personal template."""
     settings = context.settings
     if name != USER_TEMPLATE:
-        scope = require_scope(context)
+        scope = selected_scope(context)
         return Target(
             scope.bank_id,
             scope.tags,
@@ -71,7 +66,7 @@ class TemplatesResult(_TemplateResult):
         return plain_text.templates_list(self.templates)
 
 
-async def list_templates(context: OperationContext | None, args: TemplatesArgs) -> TemplatesResult:
+async def list_templates(context: object, args: TemplatesArgs) -> TemplatesResult:
     from pi_hindsight.maintenance import templates  # noqa: PLC0415 - rarely used
 
     return TemplatesResult(templates=templates.list_templates())
@@ -84,6 +79,7 @@ class TemplateArgs(OperationArgs):
 class TemplatePreviewResult(_TemplateResult):
     target: str
     plan: Annotated[Any, AsJson]  # maintenance.templates.TemplatePlan
+    applied: bool = False  # a preview never changes anything
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -96,7 +92,7 @@ class TemplatePreviewResult(_TemplateResult):
         return plain_text.template_plan(self.plan)
 
 
-async def preview_template(context: OperationContext, args: TemplateArgs) -> TemplatePreviewResult:
+async def preview_template(context: BankContext, args: TemplateArgs) -> TemplatePreviewResult:
     from pi_hindsight.maintenance import templates  # noqa: PLC0415 - rarely used
 
     target = template_target(context, args.name)
@@ -126,7 +122,7 @@ class TemplateAppliedResult(_TemplateResult):
         return plain_text.template_applied(self.applied)
 
 
-async def apply_template(context: OperationContext, args: TemplateArgs) -> TemplateAppliedResult:
+async def apply_template(context: BankContext, args: TemplateArgs) -> TemplateAppliedResult:
     from pi_hindsight.maintenance import templates  # noqa: PLC0415 - rarely used
 
     target = template_target(context, args.name)

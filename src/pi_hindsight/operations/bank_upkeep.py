@@ -6,7 +6,7 @@ render through ``maintenance.plain_text`` (the one wording) and dump through ``m
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
 from pydantic import ConfigDict, Field, PlainSerializer
 
@@ -16,16 +16,41 @@ from pi_hindsight.maintenance.missions import MissionChange, Missions
 from pi_hindsight.operations.base import (
     Operation,
     OperationArgs,
-    OperationContext,
     OperationInputError,
     OperationResult,
-    require_scope,
 )
+
+if TYPE_CHECKING:
+    from pi_hindsight.backend import MemoryBackend
+    from pi_hindsight.config import Settings
+    from pi_hindsight.engine.scope import Scope
 
 ModelAction = Literal["list", "create", "update", "delete"]
 _APPLY = "really change it (default: dry run)"
 # The maintenance package's frozen dataclasses, kept as they are and dumped as their JSON data.
 AsJson = PlainSerializer(as_json, return_type=Any)
+
+
+class BankContext(Protocol):
+    """What maintenance needs: the selected bank (the scope's, or the User bank the command line
+    selects with ``--user``) and a backend for it. A session (``MemoryEngine``) provides it, and
+    so does the command line's selected bank (``cli/_selected.py``)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def scope(self) -> Scope | None: ...
+
+    def off_reason(self) -> str: ...
+
+    async def backend_with_bank(self, bank: str, mission: str) -> MemoryBackend: ...
+
+
+def selected_scope(context: BankContext) -> Scope:
+    scope = context.scope()
+    if scope is None:
+        raise OperationInputError(f"memory is off here: {context.off_reason()}")
+    return scope
 
 
 class _MaintenanceResult(OperationResult):
@@ -62,10 +87,10 @@ class MissionResult(_MaintenanceResult):
         return plain_text.mission_change(self.change) + note
 
 
-async def mission(context: OperationContext, args: MissionArgs) -> MissionResult:
+async def mission(context: BankContext, args: MissionArgs) -> MissionResult:
     from pi_hindsight.maintenance import missions  # noqa: PLC0415 - rarely used
 
-    scope = require_scope(context)
+    scope = selected_scope(context)
     backend = await context.backend_with_bank(scope.bank_id, context.settings.banks.project.mission)
     timeout = context.settings.timeout_ms / 1000
     if args.mission is None and args.retain_mission is None and args.observations_mission is None:
@@ -92,18 +117,23 @@ class MentalModelsArgs(OperationArgs):
     source_query: str | None = Field(
         default=None, min_length=1, max_length=2_000, description="what the model answers"
     )
+    show_content: bool = Field(default=False, description="list: include each model's content")
+    max_tokens: int | None = Field(
+        default=None, alias="modelMaxTokens", description="create/update: the model's length"
+    )
     apply: bool = Field(default=False, description=_APPLY)
 
 
 class MentalModelsResult(_MaintenanceResult):
     models: Annotated[tuple[Any, ...] | None, AsJson] = None  # list: the scope's models
     change: Annotated[ModelChange | None, AsJson] = None
+    with_content: bool = Field(default=False, exclude=True)
 
     def render(self) -> str:
         from pi_hindsight.maintenance import plain_text  # noqa: PLC0415 - rarely used
 
         if self.change is None:
-            return plain_text.models_list(self.models or ())
+            return plain_text.models_list(self.models or (), content=self.with_content)
         note = (
             ""
             if self.change.applied
@@ -112,16 +142,16 @@ class MentalModelsResult(_MaintenanceResult):
         return plain_text.model_change(self.change) + note
 
 
-async def mental_models(context: OperationContext, args: MentalModelsArgs) -> MentalModelsResult:
+async def mental_models(context: BankContext, args: MentalModelsArgs) -> MentalModelsResult:
     from pi_hindsight.maintenance import mental_models as models  # noqa: PLC0415 - rarely used
 
-    scope = require_scope(context)
+    scope = selected_scope(context)
     backend = await context.backend_with_bank(scope.bank_id, context.settings.banks.project.mission)
     timeout = context.settings.timeout_ms / 1000
     action, model_id = args.model_action, args.model_id
     if action == "list":
         found = await models.list_models(backend, scope.bank_id, tags=scope.tags, timeout=timeout)
-        return MentalModelsResult(models=tuple(found))
+        return MentalModelsResult(models=tuple(found), with_content=args.show_content)
     if action == "create":
         if not args.name or not args.source_query:
             raise OperationInputError("create needs 'name' and 'sourceQuery'")
@@ -132,6 +162,7 @@ async def mental_models(context: OperationContext, args: MentalModelsArgs) -> Me
             name=args.name,
             source_query=args.source_query,
             model_id=model_id,
+            max_tokens=args.max_tokens or models.DEFAULT_MAX_TOKENS,
             apply=args.apply,
             timeout=timeout,
         )
@@ -145,6 +176,7 @@ async def mental_models(context: OperationContext, args: MentalModelsArgs) -> Me
             model_id,
             name=args.name,
             source_query=args.source_query,
+            max_tokens=args.max_tokens,
             apply=args.apply,
             timeout=timeout,
         )

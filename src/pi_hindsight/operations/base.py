@@ -52,20 +52,22 @@ class OperationResult(BaseModel):
         return self.model_dump(mode="json", by_alias=True)
 
 
+C = TypeVar("C")
 A = TypeVar("A", bound=OperationArgs)
 R = TypeVar("R", bound=OperationResult)
 
 
 @dataclass(frozen=True)
-class Operation(Generic[A, R]):
+class Operation(Generic[C, A, R]):
     """One user-facing operation: its name (a tool action's name), a one-line summary (the tool's
-    action description), its argument and result models, and what it does."""
+    action description), its argument and result models, and what it does with a context ``C``
+    (what it needs: a session's :class:`OperationContext`, a selected bank, the outbox)."""
 
     name: str
     summary: str
     args: type[A]
     result: type[R]
-    run: Callable[[OperationContext, A], Awaitable[R]]
+    run: Callable[[C, A], Awaitable[R]]
 
     def parse(self, params: Mapping[str, Any]) -> A:
         """Validate ``params``; a bad value is an :class:`OperationInputError` naming it."""
@@ -74,7 +76,7 @@ class Operation(Generic[A, R]):
         except ValidationError as error:
             raise OperationInputError(self._problems(error)) from error
 
-    async def __call__(self, context: OperationContext, args: A) -> R:
+    async def __call__(self, context: C, args: A) -> R:
         return await self.run(context, args)
 
     def _problems(self, error: ValidationError) -> str:

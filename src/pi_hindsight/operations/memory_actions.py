@@ -12,7 +12,7 @@ from pi_hindsight.operations.memory_notes import RETAIN, RETAIN_GLOBAL
 from pi_hindsight.operations.memory_search import RECALL, REFLECT
 from pi_hindsight.operations.memory_status import REFRESH_MEMO, STATUS
 
-AnyOperation = Operation[Any, Any]
+AnyOperation = Operation[Any, Any, Any]
 
 MEMORY_ACTIONS: dict[str, AnyOperation] = {
     operation.name: operation
