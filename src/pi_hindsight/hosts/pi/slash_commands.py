@@ -153,6 +153,8 @@ class PiCommands:
         )
 
     async def _outbox(self, args: str, accepted: bool | None) -> CommandResult:
+        from pi_hindsight.operations import outbox_upkeep  # noqa: PLC0415 - on demand
+
         if args == "retry":
             if accepted is None:
                 dead = (await self.engine.outbox_health()).dead
@@ -166,17 +168,10 @@ class PiCommands:
                 )
             if not accepted:
                 return _say("nothing retried", "info")
-            retried = await self.engine.retry_dead()
-            return _say(f"re-queued {retried} dead letter(s)", "info")
-        health = await self.engine.outbox_health()
-        lines = [f"outbox: {health.counts_line()}"]
-        if health.oldest_pending_age_s is not None:
-            lines.append(f"oldest pending: {health.oldest_pending_age_s:.0f}s")
-        if health.last_error:
-            lines.append(f"last error: {health.last_error}")
-        if health.dead:
-            lines.append("dead letters: `/hindsight:outbox retry`, or `pi-hindsight outbox list`")
-        return _say("\n".join(lines), "warning" if health.dead else "info")
+            retried = await outbox_upkeep.OUTBOX_RETRY(self.engine, outbox_upkeep.OutboxRetryArgs())
+            return _say(retried.render(), "info")
+        health = await outbox_upkeep.OUTBOX_STATUS(self.engine, outbox_upkeep.OutboxStatusArgs())
+        return _say(health.render(), "warning" if health.dead else "info")
 
     async def _evidence(self, args: str, accepted: bool | None) -> CommandResult:
         why = self.engine.evidence_unavailable()
