@@ -1,4 +1,4 @@
-"""The retain outbox's health and the retry of dead letters, for Pi's ``/hindsight:outbox`` and
+"""The retain outbox's health and the retry of dead letters, for the host's outbox command and
 ``pi-hindsight outbox status | retry``: one wording of the outbox's health for both."""
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class OutboxStatusResult(OperationResult):
         if self.dead:
             lines.append(
                 "dead letters: `pi-hindsight outbox list --state dead`, then "
-                "`pi-hindsight outbox retry --all` (in Pi: `/hindsight:outbox retry`)"
+                "`pi-hindsight outbox retry --all`"
             )
         return "\n".join(lines)
 
