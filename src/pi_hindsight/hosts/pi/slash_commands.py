@@ -174,24 +174,14 @@ class PiCommands:
         return _say(health.render(), "warning" if health.dead else "info")
 
     async def _evidence(self, args: str, accepted: bool | None) -> CommandResult:
+        from pi_hindsight.operations import evidence_pages  # noqa: PLC0415 - on demand
+
         why = self.engine.evidence_unavailable()
         if why is not None:
             return _say(f"no evidence ledger: {why}", "warning")
-        page, retention = await self.engine.ledger_page(5)
-        lines = ["last requests (newest first):"]
-        for record in page.records:
-            attached = {True: "attached", False: "NOT attached", None: "attach ?"}[record.attached]
-            confirmed = {True: "in payload", False: "NOT in payload", None: "payload ?"}[
-                record.confirmed
-            ]
-            reason = f" ({record.reason})" if record.reason else ""
-            lines.append(
-                f"- {record.request_id[:8]} {record.outcome}{reason}: {record.record_count} "
-                f"memories, {attached}, {confirmed}"
-            )
-        lines.append(retention)
-        lines.append("details: `pi-hindsight evidence explain ID`")
-        return _say("\n".join(lines), "info")
+        page = evidence_pages.EvidenceListArgs(limit=5)
+        listed = await evidence_pages.EVIDENCE_LIST(self.engine, page)
+        return _say(listed.render(), "info")
 
     # -- seeding ---------------------------------------------------------------------------
 
