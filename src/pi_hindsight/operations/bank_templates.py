@@ -92,19 +92,22 @@ class TemplatePreviewResult(_TemplateResult):
         return plain_text.template_plan(self.plan)
 
 
-async def preview_template(context: BankContext, args: TemplateArgs) -> TemplatePreviewResult:
+async def _on_target(context: BankContext, name: str, *, apply: bool) -> tuple[str, Any]:
+    """Preview or apply template ``name`` on its bank: (the bank's label, what it said)."""
     from pi_hindsight.maintenance import templates  # noqa: PLC0415 - rarely used
 
-    target = template_target(context, args.name)
+    target = template_target(context, name)
     backend = await context.backend_with_bank(target.bank, target.mission)
-    plan = await templates.preview_template(
-        backend,
-        target.bank,
-        args.name,
-        tags=target.tags,
-        timeout=context.settings.timeout_ms / 1000,
+    act = templates.apply_template if apply else templates.preview_template
+    done = await act(
+        backend, target.bank, name, tags=target.tags, timeout=context.settings.timeout_ms / 1000
     )
-    return TemplatePreviewResult(target=target.label, plan=plan)
+    return target.label, done
+
+
+async def preview_template(context: BankContext, args: TemplateArgs) -> TemplatePreviewResult:
+    label, plan = await _on_target(context, args.name, apply=False)
+    return TemplatePreviewResult(target=label, plan=plan)
 
 
 class TemplateAppliedResult(_TemplateResult):
@@ -123,18 +126,8 @@ class TemplateAppliedResult(_TemplateResult):
 
 
 async def apply_template(context: BankContext, args: TemplateArgs) -> TemplateAppliedResult:
-    from pi_hindsight.maintenance import templates  # noqa: PLC0415 - rarely used
-
-    target = template_target(context, args.name)
-    backend = await context.backend_with_bank(target.bank, target.mission)
-    applied = await templates.apply_template(
-        backend,
-        target.bank,
-        args.name,
-        tags=target.tags,
-        timeout=context.settings.timeout_ms / 1000,
-    )
-    return TemplateAppliedResult(target=target.label, applied=applied)
+    label, applied = await _on_target(context, args.name, apply=True)
+    return TemplateAppliedResult(target=label, applied=applied)
 
 
 TEMPLATES = Operation(
