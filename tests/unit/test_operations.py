@@ -15,6 +15,7 @@ from pi_hindsight.backend.records import MemoryRecord, RecallScores
 from pi_hindsight.operations.base import OperationArgs, OperationInputError
 from pi_hindsight.operations.memory_actions import MEMORY_ACTIONS, RETAIN_GLOBAL
 from pi_hindsight.operations.memory_search import RecalledRecord, RecallResult
+from pi_hindsight.operations.outbox_upkeep import OutboxStatusResult
 from pi_hindsight.tools.specs import (
     PARAMETERS_FILE,
     generate_parameters,
@@ -179,3 +180,25 @@ def test_the_committed_schemas_are_the_generated_ones() -> None:
     assert json.loads(PARAMETERS_FILE.read_text(encoding="utf-8")) == generate_parameters(), (
         "stale: run `.venv/bin/python scripts/tool_schemas.py`"
     )
+
+
+def test_the_outbox_health_has_one_wording_and_a_camel_case_json_form() -> None:
+    health = OutboxStatusResult(
+        pending=2,
+        submitted=1,
+        dead=1,
+        done=5,
+        oldest_pending_age_s=90.0,
+        last_error="HTTP 400 bad",
+        last_error_at=None,
+    )
+    lines = health.render().splitlines()
+    assert lines[0] == (
+        "outbox: 2 pending, 1 awaiting confirmation, 1 dead, 5 done; oldest pending 1.5m"
+    )
+    assert lines[1] == "last error: HTTP 400 bad"
+    assert lines[2].startswith("dead letters: `pi-hindsight outbox list --state dead`")
+    data = health.to_json()
+    assert data["oldestPendingAgeS"] == 90.0 and data["setAsideReports"] == []
+    quiet = health.model_copy(update={"dead": 0, "last_error": None, "oldest_pending_age_s": None})
+    assert quiet.render() == "outbox: 2 pending, 1 awaiting confirmation, 0 dead, 5 done"
