@@ -16,7 +16,8 @@ import click
 
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
 from pi_hindsight.engine.types import SessionInfo
-from pi_hindsight.errors import BackendError, PiHindsightError
+from pi_hindsight.errors import PiHindsightError
+from pi_hindsight.operations.base import describe_failure
 
 if TYPE_CHECKING:
     from pi_hindsight.operations.base import OperationResult
@@ -79,11 +80,7 @@ def _run(
             _call(resolve_state_dir(state_dir), cwd.resolve(), action, params, passive=passive)
         )
     except PiHindsightError as error:
-        message = (
-            f"Hindsight failed: {error.describe()}"
-            if isinstance(error, BackendError)
-            else error.describe()
-        )
+        message = describe_failure(error)
         if as_json:
             echo_json({"error": message})
         else:

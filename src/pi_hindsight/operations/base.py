@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
-from pi_hindsight.errors import PiHindsightError, validation_problems
+from pi_hindsight.errors import BackendError, PiHindsightError, validation_problems
 
 if TYPE_CHECKING:
     from pi_hindsight.backend import MemoryBackend
@@ -95,6 +95,16 @@ class Operation(Generic[C, A, R]):
         if needed:
             return f"action {self.name!r} needs a non-empty " + ", ".join(map(repr, needed))
         return f"invalid arguments: {validation_problems(error, 'arguments')}"
+
+
+def describe_failure(error: PiHindsightError) -> str:
+    """What a failed operation says, to a model or a person: a bad argument as itself, Hindsight's
+    trouble as such, anything else with its hint."""
+    if isinstance(error, OperationInputError):
+        return str(error)
+    if isinstance(error, BackendError):
+        return f"Hindsight failed: {error.describe()}"
+    return error.describe()
 
 
 def bounded(text: str) -> str:

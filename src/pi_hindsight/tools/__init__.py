@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pi_hindsight.errors import BackendError, PiHindsightError
-from pi_hindsight.operations.base import OperationInputError
+from pi_hindsight.errors import PiHindsightError
+from pi_hindsight.operations.base import describe_failure
 from pi_hindsight.tools.specs import (
     MEMORY_DESCRIPTION,
     MEMORY_LABEL,
@@ -82,9 +82,5 @@ class MemoryTools:
                 return ToolResult(f"unknown tool {name!r}", is_error=True)
             result = await operation(self.context, operation.parse(args))
             return ToolResult(result.as_text(), result.to_json())
-        except OperationInputError as error:
-            return ToolResult(f"{name}: {error}", is_error=True)
-        except BackendError as error:
-            return ToolResult(f"{name}: Hindsight failed: {error.describe()}", is_error=True)
         except PiHindsightError as error:
-            return ToolResult(f"{name}: {error.describe()}", is_error=True)
+            return ToolResult(f"{name}: {describe_failure(error)}", is_error=True)
