@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import sys
-import typing
 from pathlib import Path
 
 import click
@@ -24,12 +23,12 @@ from pi_hindsight.hosts.claude_code.naming import (
     REGISTER_COMMAND_DESCRIPTION,
 )
 from pi_hindsight.hosts.pi.slash_commands import COMMAND_ARGS, COMMANDS
+from pi_hindsight.operations.memory_actions import MEMORY_ACTIONS
 from pi_hindsight.tools.specs import (
     MEMORY_DESCRIPTION,
     MEMORY_TOOL,
     RETAIN_GLOBAL_DESCRIPTION,
     RETAIN_GLOBAL_TOOL,
-    MemoryArgs,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,8 +97,7 @@ def _pi_command(name: str) -> str:
 
 
 def _memory_actions() -> str:
-    action = MemoryArgs.model_fields["action"].annotation
-    return ", ".join(f"`{name}`" for name in typing.get_args(action))
+    return ", ".join(f"`{name}`" for name in MEMORY_ACTIONS)
 
 
 def render() -> str:

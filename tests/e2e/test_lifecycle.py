@@ -57,10 +57,9 @@ def _record_lines(memory: str) -> list[str]:
 
 def _recall_ids(world: PiWorld, repo: Path, query: str, needle: str) -> list[str]:
     found = json.loads(world.cli("memory", "recall", query, "--cwd", str(repo), "--json").stdout)
-    ids: list[str] = found["details"].get("recordIds", [])
-    texts = found["text"]
-    assert needle in texts, texts
-    return ids
+    records = found["records"]
+    assert any(needle in record["text"] for record in records), records
+    return [record["id"] for record in records]
 
 
 def _scope(world: PiWorld, repo: Path) -> Scope:
@@ -142,7 +141,7 @@ def test_forget_deletes_the_source_and_the_memo_stops_stating_it(
     refreshed = json.loads(
         pi_world.cli("memory", "refresh-memo", "--cwd", str(repo), "--json").stdout
     )
-    _memo(pi_world, repo, states=True, wait_for=refreshed["details"]["operationId"])
+    _memo(pi_world, repo, states=True, wait_for=refreshed["operationId"])
     record = _recall_ids(pi_world, repo, "Zephyr deploy target", "Zephyr")[0]
 
     dry = pi_world.cli("memory", "forget", record, "--cwd", str(repo)).stdout
@@ -150,11 +149,11 @@ def test_forget_deletes_the_source_and_the_memo_stops_stating_it(
     applied = json.loads(
         pi_world.cli("memory", "forget", record, "--cwd", str(repo), "--apply", "--json").stdout
     )
-    assert applied["details"]["applied"] is True
-    assert sum(applied["details"]["deletedUnits"].values()) >= 1
+    assert applied["applied"] is True
+    assert sum(applied["deletedUnits"].values()) >= 1
 
-    assert applied["details"]["memoOperationId"]
-    _memo(pi_world, repo, states=False, wait_for=applied["details"]["memoOperationId"])
+    assert applied["memoOperationId"]
+    _memo(pi_world, repo, states=False, wait_for=applied["memoOperationId"])
     pi_world.run(repo, QUESTION)
     assert "Zephyr" not in _memory_for(pi_world, QUESTION)
     status = json.loads(pi_world.cli("status", "--cwd", str(repo), "--no-server", "--json").stdout)

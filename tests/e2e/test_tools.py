@@ -214,9 +214,14 @@ def test_invalid_arguments_are_a_tool_error_that_says_what_was_wrong(
 
 def test_cli_parity_for_recall_and_status(pi_world: PiWorld, tools_repo: Path) -> None:
     recalled = pi_world.cli("memory", "recall", "deploy target", "--cwd", str(tools_repo), "--json")
-    assert "Zephyr" in json.loads(recalled.stdout)["text"]
+    records = json.loads(recalled.stdout)["records"]
+    zephyr = next(record for record in records if "Zephyr" in record["text"])
+    # Each record carries what a script needs: its id (to forget or correct it), its type,
+    # dates, source and why recall returned it.
+    assert {"id", "text", "type", "occurredStart", "mentionedAt", "source", "scores"} <= set(zephyr)
+    assert zephyr["scores"]["final"] is not None
     status = json.loads(pi_world.cli("memory", "status", "--cwd", str(tools_repo), "--json").stdout)
-    assert status["details"]["status"]["scope"]["tags"] == list(TAGS)
+    assert status["status"]["scope"]["tags"] == list(TAGS)
 
 
 def test_an_explicit_project_note_reaches_project_memory(
@@ -236,4 +241,4 @@ def test_an_explicit_project_note_reaches_project_memory(
             "memory", "recall", "nightly build runner", "--cwd", str(tools_repo), "--json"
         ).stdout
     )
-    assert "Wombat" in recalled["text"]
+    assert any("Wombat" in record["text"] for record in recalled["records"])

@@ -203,14 +203,19 @@ def test_cli_acts_on_the_bank_selected_for_the_directory(
 
     asyncio.run(create())
     where = ("--cwd", str(project))
-    dry = _cli("bank", "mission", "set", "CLI mission.", *where, "--json")
+    dry = _cli("bank", "mission", "set", "CLI mission.", *where, "--json")["change"]
     assert dry["applied"] is False and dry["changes"][0]["after"] == "CLI mission."
-    assert _cli("bank", "mission", *where, "--json")["mission"] == f"test bank {bank}"
-    assert _cli("bank", "mission", "set", "CLI mission.", *where, "--apply", "--json")["applied"]
-    assert _cli("bank", "mission", "show", *where, "--json")["mission"] == "CLI mission."
+    shown = _cli("bank", "mission", *where, "--json")["missions"]
+    assert shown["mission"] == f"test bank {bank}"
+    applied = _cli("bank", "mission", "set", "CLI mission.", *where, "--apply", "--json")
+    assert applied["change"]["applied"]
+    shown = _cli("bank", "mission", "show", *where, "--json")["missions"]
+    assert shown["mission"] == "CLI mission."
 
     preview = _cli("templates", "apply", "coding-project", *where, "--json")
     assert preview["applied"] is False and preview["plan"]["changes_anything"] is True
-    assert _cli("bank", "models", "list", *where, "--json") == []  # the dry run created nothing
+    assert preview["changes"] is True
+    listed = _cli("bank", "models", "list", *where, "--json")
+    assert listed["models"] == []  # the dry run created nothing
     text = _cli("bank", "move", "--to-tag", "project:elsewhere", *where)
     assert "re-tag in place" in text and "dry run" in text

@@ -102,7 +102,7 @@ def test_a_zero_byte_outbox_is_set_aside_and_reported_by_the_next_process(
         outbox.close()
     # Another process (a later `status`, `outbox status`) still reports it.
     code, out = _cli(state, "outbox", "status", "--json")
-    reports = json.loads(out)["set_aside_reports"]
+    reports = json.loads(out)["setAsideReports"]
     assert code == 0 and [r["store"] for r in reports] == ["outbox"]
     assert "empty (0 bytes)" in reports[0]["reason"]
     code, out = _cli(state, "status", "--no-server")

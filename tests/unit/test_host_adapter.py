@@ -99,7 +99,7 @@ def test_pi_commands_read_the_outbox_and_the_ledger_through_the_engine(
         # The ledger records every session, memory on or off: nothing asked of it yet.
         evidence = await pi.commands.run("hindsight:evidence", "", accepted=None)
         lines = (evidence.text or "").splitlines()
-        assert evidence.level == "info" and lines[0] == "last requests (newest first):"
+        assert evidence.level == "info" and lines[0] == "no matching evidence"
         assert lines[-1] == "details: `pi-hindsight evidence explain ID`" and len(lines) == 3
         await pi.engine.shutdown(0.0)
 

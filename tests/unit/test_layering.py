@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "pi_hindsight"
-CORE = ("engine", "stores", "backend", "tools", "legacy")
+CORE = ("engine", "stores", "backend", "operations", "tools", "legacy")
 # What only a Pi host may know: its entry and message shapes, its events and its document names.
 PI_NAMES = re.compile(
     r"\bPi\b|pi-session|custom_message|sessionManager|before_agent_start|agent_end|"
@@ -23,7 +23,16 @@ PI_NAMES = re.compile(
 HOST_WORDS = re.compile(
     rf"{PI_NAMES.pattern}|\bClaude\b|claude[-_]code|\bsessionFile\b|\bcustomType\b"
 )
-BELOW_HOSTS = ("engine", "stores", "backend", "tools", "maintenance", "redaction", "legacy")
+BELOW_HOSTS = (
+    "engine",
+    "stores",
+    "backend",
+    "operations",
+    "tools",
+    "maintenance",
+    "redaction",
+    "legacy",
+)
 # Documented exceptions, each with its reason; the ledger's names go with its migration.
 HOST_WORD_EXCEPTIONS = {
     # The evidence ledger's JSON keeps Pi's names until the ledger is renamed with a migration
@@ -246,3 +255,37 @@ def test_no_host_words_below_the_hosts(layer: str) -> None:
             if HOST_WORDS.search(text):
                 found.append(f"{_relative(path)}:{getattr(node, 'lineno', 0)}: {text[:80]!r}")
     assert found == []
+
+
+# Adapters call operations (issue 19, item 2): a host, a tool or a command reaches the
+# maintenance code through ``operations/``; these reach it for what no other surface offers.
+MAINTENANCE_OUTSIDE_OPERATIONS = {
+    "cli/bank_cmd.py",  # `bank move`: the command line's alone (and its renderer)
+    "cli/templates_cmd.py",  # the template names, for click's choice
+}
+# What the tool adapter may import: the operations it adapts and the errors it reports.
+TOOL_IMPORTS = ("pi_hindsight.operations", "pi_hindsight.errors", "pi_hindsight.tools")
+
+
+def test_adapters_reach_maintenance_only_through_operations() -> None:
+    found = {
+        _relative(path): sorted(
+            name for name in _imports(path) if name.startswith("pi_hindsight.maintenance")
+        )
+        for path in _modules()
+        if not _relative(path).startswith(("operations/", "maintenance/"))
+        and _relative(path) not in MAINTENANCE_OUTSIDE_OPERATIONS
+    }
+    assert {path: names for path, names in found.items() if names} == {}
+
+
+def test_the_tools_are_an_adapter_over_the_operations() -> None:
+    """``tools/`` turns a call into an operation's arguments and its result into a tool result;
+    what an action does lives in ``operations/`` (the CLI and Pi's commands run the same)."""
+    found = {
+        _relative(path): sorted(
+            name for name in _imports(path) if not name.startswith(TOOL_IMPORTS)
+        )
+        for path in (PACKAGE / "tools").rglob("*.py")
+    }
+    assert {path: names for path, names in found.items() if names} == {}

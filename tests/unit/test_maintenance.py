@@ -188,5 +188,5 @@ def test_cli_templates_list_json() -> None:
 
     code, out = _invoke("templates", "list", "--json")
     assert code == 0
-    assert [item["name"] for item in json.loads(out)] == list(TEMPLATE_NAMES)
+    assert [item["name"] for item in json.loads(out)["templates"]] == list(TEMPLATE_NAMES)
     assert tuple(_NAMES.choices) == TEMPLATE_NAMES

@@ -42,7 +42,7 @@ def test_status_and_list_report_states_and_the_last_error(tmp_path: Path) -> Non
     status = json.loads(out)
     assert code == 0
     assert (status["pending"], status["dead"], status["done"]) == (1, 1, 1)
-    assert status["last_error"] == "HTTP 400 bad" and status["set_aside"] is None
+    assert status["lastError"] == "HTTP 400 bad" and status["setAside"] is None
     code, out = _run("status", "--state-dir", str(tmp_path))
     assert "1 dead" in out and "HTTP 400 bad" in out and "outbox retry" in out
     code, out = _run("list", "--json", "--state-dir", str(tmp_path))

@@ -8,18 +8,23 @@ import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from pi_hindsight.backend import MemoryBackend, open_backend
-from pi_hindsight.cli._common import json_option, resolve_state_dir, state_dir_option
+from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
 from pi_hindsight.config import Settings
-from pi_hindsight.engine.scope import SESSION_PLACEHOLDER, USER_SCOPE_TAGS, resolve_scope
+from pi_hindsight.engine.scope import SESSION_PLACEHOLDER, USER_SCOPE_TAGS, Scope, resolve_scope
 from pi_hindsight.errors import BackendError, ConfigError, ScopeError
 from pi_hindsight.stores.catalog import Catalog
 
+if TYPE_CHECKING:
+    from pi_hindsight.operations.bank_upkeep import BankContext
+    from pi_hindsight.operations.base import Operation, OperationResult
+
 T = TypeVar("T")
+R = TypeVar("R", bound="OperationResult")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -119,6 +124,49 @@ def run(selected: Selected, call: Callable[[MemoryBackend], Awaitable[T]]) -> T:
             await backend.close()
 
     return asyncio.run(main())
+
+
+class SelectedContext:
+    """The selected bank as the maintenance operations' context (``operations.bank_upkeep``):
+    its backend is returned as is — maintenance never creates a bank, it refuses a missing one."""
+
+    def __init__(self, selected: Selected, backend: MemoryBackend) -> None:
+        self._selected = selected
+        self._backend = backend
+
+    @property
+    def settings(self) -> Settings:
+        return self._selected.settings
+
+    def scope(self) -> Scope:
+        selected = self._selected
+        return Scope(selected.scope_id, selected.scope_id, selected.bank, selected.tags)
+
+    def off_reason(self) -> str:
+        return ""
+
+    async def backend_with_bank(self, bank: str, mission: str) -> MemoryBackend:
+        return self._backend
+
+
+def run_operation(
+    selected: Selected,
+    operation: Operation[BankContext, Any, R],
+    params: dict[str, Any],
+    as_json: bool,
+) -> R:
+    """Run a maintenance operation on the selected bank; print its text or its JSON."""
+    args = operation.parse(params)
+
+    async def call(backend: MemoryBackend) -> R:
+        return await operation(SelectedContext(selected, backend), args)
+
+    result = run(selected, call)
+    if as_json:
+        echo_json(result.to_json())
+    else:
+        click.echo(result.render())  # a terminal: nothing trimmed
+    return result
 
 
 def on_selected_bank(*, user: bool = True) -> Callable[[Callable[..., None]], Callable[..., None]]:

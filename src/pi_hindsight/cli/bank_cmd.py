@@ -18,20 +18,15 @@ from pi_hindsight.cli._selected import (
     cwd_option,
     on_selected_bank,
     run,
+    run_operation,
     scope_for,
     user_option,
 )
 from pi_hindsight.errors import ConfigError, ScopeError
 from pi_hindsight.maintenance import plain_text
 from pi_hindsight.maintenance.common import as_json as to_json
-from pi_hindsight.maintenance.mental_models import (
-    create_model,
-    delete_model,
-    list_models,
-    update_model,
-)
-from pi_hindsight.maintenance.missions import read_missions, update_missions
 from pi_hindsight.maintenance.move import MoveSelection, ScopeRef, move_scope
+from pi_hindsight.operations.bank_upkeep import MENTAL_MODELS, MISSION
 
 R = TypeVar("R")
 
@@ -76,12 +71,7 @@ def mission(
 @on_selected_bank()
 def show(selected: Selected, as_json: bool) -> None:
     """Show the missions of the selected bank."""
-    _act(
-        selected,
-        plain_text.missions,
-        as_json,
-        lambda b: read_missions(b, selected.bank, timeout=selected.timeout),
-    )
+    run_operation(selected, MISSION, {}, as_json)
 
 
 @mission.command("set")
@@ -99,20 +89,18 @@ def set_mission(
     as_json: bool,
 ) -> None:
     """Set the mission (TEXT) and/or the retain and observations missions (bank-wide)."""
-    _act(
-        selected,
-        plain_text.mission_change,
-        as_json,
-        lambda backend: update_missions(
-            backend,
-            selected.bank,
-            mission=text,
-            retain_mission=retain_text,
-            observations_mission=observations_text,
-            apply=apply,
-            timeout=selected.timeout,
-        ),
-    )
+    given = {
+        key: value
+        for key, value in (
+            ("mission", text),
+            ("retainMission", retain_text),
+            ("observationsMission", observations_text),
+        )
+        if value is not None
+    }
+    if not given:
+        raise ConfigError("no mission given", hint="give the mission, retain or observations text")
+    run_operation(selected, MISSION, {**given, "apply": apply}, as_json)
 
 
 # -- mental models ----------------------------------------------------------------------------
@@ -128,12 +116,7 @@ def models() -> None:
 @on_selected_bank()
 def list_models_command(selected: Selected, content: bool, as_json: bool) -> None:
     """Mental models carrying exactly the selected scope's tags."""
-    _act(
-        selected,
-        lambda found: plain_text.models_list(found, content=content),
-        as_json,
-        lambda b: list_models(b, selected.bank, tags=selected.tags, timeout=selected.timeout),
-    )
+    run_operation(selected, MENTAL_MODELS, {"modelAction": "list", "showContent": content}, as_json)
 
 
 @models.command()
@@ -153,22 +136,15 @@ def create(
     as_json: bool,
 ) -> None:
     """Create a mental model NAME for the selected scope (its exact tags)."""
-    _act(
-        selected,
-        plain_text.model_change,
-        as_json,
-        lambda backend: create_model(
-            backend,
-            selected.bank,
-            selected.tags,
-            name=name,
-            source_query=source_query,
-            model_id=model_id,
-            max_tokens=max_tokens,
-            apply=apply,
-            timeout=selected.timeout,
-        ),
-    )
+    params = {
+        "modelAction": "create",
+        "name": name,
+        "sourceQuery": source_query,
+        "modelId": model_id,
+        "modelMaxTokens": max_tokens,
+        "apply": apply,
+    }
+    run_operation(selected, MENTAL_MODELS, params, as_json)
 
 
 @models.command()
@@ -188,22 +164,15 @@ def update(
     as_json: bool,
 ) -> None:
     """Change a mental model of the selected scope (a new query refreshes it)."""
-    _act(
-        selected,
-        plain_text.model_change,
-        as_json,
-        lambda backend: update_model(
-            backend,
-            selected.bank,
-            selected.tags,
-            model_id,
-            name=name,
-            source_query=source_query,
-            max_tokens=max_tokens,
-            apply=apply,
-            timeout=selected.timeout,
-        ),
-    )
+    params = {
+        "modelAction": "update",
+        "modelId": model_id,
+        "name": name,
+        "sourceQuery": source_query,
+        "modelMaxTokens": max_tokens,
+        "apply": apply,
+    }
+    run_operation(selected, MENTAL_MODELS, params, as_json)
 
 
 @models.command()
@@ -212,14 +181,8 @@ def update(
 @on_selected_bank()
 def delete(selected: Selected, model_id: str, apply: bool, as_json: bool) -> None:
     """Delete a mental model of the selected scope (its memories stay)."""
-    _act(
-        selected,
-        plain_text.model_change,
-        as_json,
-        lambda b: delete_model(
-            b, selected.bank, selected.tags, model_id, apply=apply, timeout=selected.timeout
-        ),
-    )
+    params = {"modelAction": "delete", "modelId": model_id, "apply": apply}
+    run_operation(selected, MENTAL_MODELS, params, as_json)
 
 
 # -- scope move -------------------------------------------------------------------------------

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import click
 
@@ -15,6 +16,7 @@ from pi_hindsight.config import load_config
 from pi_hindsight.errors import StateError
 from pi_hindsight.hosts.pi.explain_reader import explain
 from pi_hindsight.legacy.evidence_import import MigrationNoSpace, MigrationReport, migrate_file
+from pi_hindsight.operations.evidence_pages import EVIDENCE_LIST, flag, when
 from pi_hindsight.paths import pi_agent_dir
 from pi_hindsight.stores.evidence.diagnosis import (
     Explanation,
@@ -31,6 +33,10 @@ from pi_hindsight.stores.evidence.schema import (
     iso,
 )
 from pi_hindsight.stores.evidence.stats import EvidenceStats
+
+if TYPE_CHECKING:
+    from pi_hindsight.engine.recording import LedgerFilters
+    from pi_hindsight.stores.evidence.shapes import EvidencePage
 
 _SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
@@ -74,17 +80,8 @@ def _since(text: str | None) -> float | None:
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
-def _flag(value: bool | None) -> str:
-    return "?" if value is None else ("yes" if value else "no")
-
-
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:g} ms"
-
-
-def _when(timestamp: float | None) -> str:
-    text = iso(timestamp)
-    return "-" if text is None else text[:19].replace("T", " ")
 
 
 @click.group()
@@ -114,7 +111,7 @@ def _print_stats(stats: EvidenceStats, enabled: bool) -> None:
             f"  delivered and {label}: yes {counts['true']}, no {counts['false']}, "
             f"unknown {counts['unknown']}"
         )
-    click.echo(f"span:       {_when(stats.oldest_at)} … {_when(stats.newest_at)} (UTC)")
+    click.echo(f"span:       {when(stats.oldest_at)} … {when(stats.newest_at)} (UTC)")
     click.echo(
         f"size:       {format_bytes(stats.disk_bytes)} on disk (main + WAL), "
         f"{format_bytes(stats.used_bytes)} in use, of {format_bytes(stats.budget_bytes)} "
@@ -163,22 +160,6 @@ evidence.add_command(
 )
 
 
-def _list_line(record: EvidenceRecord) -> str:
-    if record.outcome == "delivered":
-        tail = (
-            f"{record.record_count} rec, attached {_flag(record.attached)}, "
-            f"confirmed {_flag(record.confirmed)}"
-        )
-    else:
-        tail = (record.reason or "")[:60]
-    if record.retain == "skipped":
-        tail = f"{tail}; retain skipped: {record.retain_reason}".lstrip("; ")
-    return (
-        f"{_when(record.prepared_at)}  {record.request_id}  {record.outcome:<19}  "
-        f"{record.scope_id or '-'}  {tail}"
-    ).rstrip()
-
-
 @evidence.command("list")
 @click.option("--scope", help="Only this scope id.")
 @click.option("--session", help="Only this Pi session id.")
@@ -203,26 +184,40 @@ def list_(
     if ledger is None:
         _missing(state_dir, as_json)
         return
+    args = EVIDENCE_LIST.parse(
+        {
+            "scope": scope,
+            "session": session,
+            "since": _since(since),
+            "outcome": outcome,
+            "limit": limit,
+            "before": before,
+        }
+    )
     try:
-        page = ledger.list(
-            scope=scope,
-            session=session,
-            since=_since(since),
-            outcome=outcome,  # type: ignore[arg-type]  # click.Choice(OUTCOMES) checked it
-            limit=limit,
-            before=before,
-        )
+        result = asyncio.run(EVIDENCE_LIST(_LedgerPages(ledger), args))
     finally:
         ledger.close()
     if as_json:
-        echo_json({"records": [r.to_json() for r in page.records], "nextCursor": page.next_cursor})
-        return
-    if not page.records:
-        click.echo("no matching evidence")
-    for record in page.records:
-        click.echo(_list_line(record))
-    if page.next_cursor:
-        click.echo(f"more: add --before {page.next_cursor}")
+        echo_json(result.to_json())
+    else:
+        click.echo(result.render())
+
+
+class _LedgerPages:
+    """The ledger file as the evidence operations' context (``operations/evidence_pages.py``)."""
+
+    def __init__(self, ledger: EvidenceLedger) -> None:
+        self.ledger = ledger
+
+    def evidence_unavailable(self) -> str | None:
+        return None
+
+    async def ledger_page(
+        self, limit: int, **filters: Unpack[LedgerFilters]
+    ) -> tuple[EvidencePage, str]:
+        page = self.ledger.list(limit=limit, **filters)
+        return page, self.ledger.stats(counts=False).retention_note
 
 
 def _resolve(ledger: EvidenceLedger, request_id: str) -> str:
@@ -253,10 +248,10 @@ def _print_record(record: EvidenceRecord) -> None:
             + (f", ~{record.tokens} tokens" if record.tokens is not None else ""),
         ),
         ("timings", f"recall {_ms(record.recall_ms)}, total {_ms(record.total_ms)}"),
-        ("attached", f"{_flag(record.attached)}  {iso(record.attached_at) or ''}".rstrip()),
+        ("attached", f"{flag(record.attached)}  {iso(record.attached_at) or ''}".rstrip()),
         (
             "confirmed",
-            f"{_flag(record.confirmed)}  {iso(record.confirmed_at) or ''}"
+            f"{flag(record.confirmed)}  {iso(record.confirmed_at) or ''}"
             + (
                 f" payload {record.payload_bytes} bytes" if record.payload_bytes is not None else ""
             ),

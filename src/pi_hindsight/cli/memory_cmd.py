@@ -1,7 +1,8 @@
-"""``pi-hindsight memory …``: the agent's memory tool actions, from a terminal (CLI parity).
+"""``pi-hindsight memory …``: the memory operations, from a terminal (CLI parity).
 
 Each command opens the same engine the Pi sidecar runs, for the session a Pi started in ``--cwd``
-would have, and calls the same tool code, so the two never disagree.
+would have, and runs the same operation the agent's tool runs (``pi_hindsight.operations``), so
+the two never disagree. ``--json`` prints the operation's typed result.
 """
 
 from __future__ import annotations
@@ -9,13 +10,17 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
 from pi_hindsight.engine.types import SessionInfo
-from pi_hindsight.tools import MEMORY_TOOL, RETAIN_GLOBAL_TOOL, MemoryTools, ToolResult
+from pi_hindsight.errors import PiHindsightError
+from pi_hindsight.operations.base import describe_failure
+
+if TYPE_CHECKING:
+    from pi_hindsight.operations.base import OperationResult
 
 _cwd_option = click.option(
     "--cwd",
@@ -25,10 +30,21 @@ _cwd_option = click.option(
 )
 
 
-async def _call(state_dir: Path, cwd: Path, tool: str, params: dict[str, Any]) -> ToolResult:
+async def _call(
+    state_dir: Path, cwd: Path, action: str, params: dict[str, Any], *, passive: bool
+) -> OperationResult:
     from pi_hindsight.app import CLI_HOST, build_engine  # noqa: PLC0415 - keep `--help` fast
+    from pi_hindsight.operations import memory_actions  # noqa: PLC0415
+    from pi_hindsight.operations.base import OperationInputError  # noqa: PLC0415
 
-    engine = build_engine(CLI_HOST, state_dir)
+    operations: dict[str, memory_actions.AnyOperation] = {
+        **memory_actions.MEMORY_ACTIONS,
+        "retain_global": memory_actions.RETAIN_GLOBAL,
+        "lift_correction": memory_actions.LIFT_CORRECTION,
+    }
+    operation = operations[action]
+    args = operation.parse(params)
+    engine = build_engine(CLI_HOST, state_dir, passive=passive)
     view = await engine.open_session(
         SessionInfo(
             session_id=f"cli-{uuid.uuid4()}",
@@ -40,23 +56,40 @@ async def _call(state_dir: Path, cwd: Path, tool: str, params: dict[str, Any]) -
     )
     try:
         if not view.enabled:
-            return ToolResult(f"memory is off here: {view.off_reason}", is_error=True)
-        return await MemoryTools(engine).call(tool, params)
+            raise OperationInputError(f"memory is off here: {view.off_reason}")
+        result: OperationResult = await operation(engine, args)
+        return result
     finally:
         # Anything a retain queued is submitted now when possible; the outbox keeps the rest.
-        await engine.shutdown(3.0)
+        await engine.shutdown(0.0 if passive else 3.0)
 
 
 def _run(
-    state_dir: Path | None, cwd: Path, tool: str, params: dict[str, Any], as_json: bool
+    state_dir: Path | None,
+    cwd: Path,
+    action: str,
+    params: dict[str, Any],
+    as_json: bool,
+    *,
+    passive: bool = False,
 ) -> None:
-    result = asyncio.run(_call(resolve_state_dir(state_dir), cwd.resolve(), tool, params))
+    """Run the operation; print its text or its JSON. A failure prints its message (on stdout,
+    as the tool would show it) and exits 1."""
+    try:
+        result = asyncio.run(
+            _call(resolve_state_dir(state_dir), cwd.resolve(), action, params, passive=passive)
+        )
+    except PiHindsightError as error:
+        message = describe_failure(error)
+        if as_json:
+            echo_json({"error": message})
+        else:
+            click.echo(f"memory {action}: {message}")
+        raise SystemExit(1) from None
     if as_json:
-        echo_json({"text": result.text, "details": result.details, "isError": result.is_error})
+        echo_json(result.to_json())
     else:
-        click.echo(result.text)
-    if result.is_error:
-        raise SystemExit(1)
+        click.echo(result.as_text())
 
 
 @click.group()
@@ -71,10 +104,10 @@ def memory() -> None:
 @json_option
 def status(operation_id: str | None, cwd: Path, state_dir: Path | None, as_json: bool) -> None:
     """Memory status; with --operation-id, the state of that startup-memo refresh."""
-    params: dict[str, Any] = {"action": "status"}
+    params: dict[str, Any] = {}
     if operation_id:
         params["operationId"] = operation_id
-    _run(state_dir, cwd, MEMORY_TOOL, params, as_json)
+    _run(state_dir, cwd, "status", params, as_json)
 
 
 @memory.command()
@@ -99,7 +132,7 @@ def recall(
     as_json: bool,
 ) -> None:
     """Search this project's memory (its scope only)."""
-    params: dict[str, Any] = {"action": "recall", "query": query}
+    params: dict[str, Any] = {"query": query}
     for key, value in (
         ("types", list(types)),
         ("queryTimestamp", as_of),
@@ -108,7 +141,7 @@ def recall(
     ):
         if value:
             params[key] = value
-    _run(state_dir, cwd, MEMORY_TOOL, params, as_json)
+    _run(state_dir, cwd, "recall", params, as_json)
 
 
 @memory.command()
@@ -118,7 +151,7 @@ def recall(
 @json_option
 def reflect(query: str, cwd: Path, state_dir: Path | None, as_json: bool) -> None:
     """A synthesised answer from this project's memory, with the evidence ids it is based on."""
-    _run(state_dir, cwd, MEMORY_TOOL, {"action": "reflect", "query": query}, as_json)
+    _run(state_dir, cwd, "reflect", {"query": query}, as_json)
 
 
 @memory.command("refresh-memo")
@@ -127,7 +160,7 @@ def reflect(query: str, cwd: Path, state_dir: Path | None, as_json: bool) -> Non
 @json_option
 def refresh_memo(cwd: Path, state_dir: Path | None, as_json: bool) -> None:
     """Ask Hindsight to refresh this project's startup memo; prints the operation id."""
-    _run(state_dir, cwd, MEMORY_TOOL, {"action": "refresh_memo"}, as_json)
+    _run(state_dir, cwd, "refresh_memo", {}, as_json)
 
 
 @memory.command()
@@ -137,7 +170,7 @@ def refresh_memo(cwd: Path, state_dir: Path | None, as_json: bool) -> None:
 @json_option
 def retain(content: str, cwd: Path, state_dir: Path | None, as_json: bool) -> None:
     """Store a note in this project's memory (through the outbox)."""
-    _run(state_dir, cwd, MEMORY_TOOL, {"action": "retain", "content": content}, as_json)
+    _run(state_dir, cwd, "retain", {"content": content}, as_json)
 
 
 @memory.command("retain-global")
@@ -147,7 +180,7 @@ def retain(content: str, cwd: Path, state_dir: Path | None, as_json: bool) -> No
 @json_option
 def retain_global(content: str, cwd: Path, state_dir: Path | None, as_json: bool) -> None:
     """Store a durable personal preference in the User bank (profiles with a User bank)."""
-    _run(state_dir, cwd, RETAIN_GLOBAL_TOOL, {"content": content}, as_json)
+    _run(state_dir, cwd, "retain_global", {"content": content}, as_json)
 
 
 @memory.command()
@@ -163,8 +196,7 @@ def retain_global(content: str, cwd: Path, state_dir: Path | None, as_json: bool
 @json_option
 def forget(record_id: str, apply_: bool, cwd: Path, state_dir: Path | None, as_json: bool) -> None:
     """Forget a wrong memory: delete the document RECORD_ID was extracted from (dry run first)."""
-    params: dict[str, Any] = {"action": "forget", "recordId": record_id, "confirm": apply_}
-    _run(state_dir, cwd, MEMORY_TOOL, params, as_json)
+    _run(state_dir, cwd, "forget", {"recordId": record_id, "confirm": apply_}, as_json)
 
 
 @memory.command()
@@ -175,25 +207,7 @@ def forget(record_id: str, apply_: bool, cwd: Path, state_dir: Path | None, as_j
 @json_option
 def correct(record_id: str, text: str, cwd: Path, state_dir: Path | None, as_json: bool) -> None:
     """Correct a wrong memory: RECORD_ID is no longer delivered here, TEXT is retained instead."""
-    params = {"action": "correct", "recordId": record_id, "content": text}
-    _run(state_dir, cwd, MEMORY_TOOL, params, as_json)
-
-
-async def _remove_correction(state_dir: Path, cwd: Path, record_id: str) -> ToolResult:
-    from pi_hindsight.app import CLI_HOST, build_engine  # noqa: PLC0415 - keep `--help` fast
-    from pi_hindsight.tools.forget_correct import remove_correction  # noqa: PLC0415
-
-    engine = build_engine(CLI_HOST, state_dir, passive=True)
-    info = SessionInfo(f"cli-{uuid.uuid4()}", cwd, None, has_ui=False, reason="cli")
-    view = await engine.open_session(info)
-    try:
-        if not view.enabled:
-            return ToolResult(f"memory is off here: {view.off_reason}", is_error=True)
-        if await remove_correction(engine, record_id):
-            return ToolResult(f"correction of {record_id} lifted; it may be delivered again")
-        return ToolResult(f"no correction of {record_id} in this scope", is_error=True)
-    finally:
-        await engine.shutdown(0.0)
+    _run(state_dir, cwd, "correct", {"recordId": record_id, "content": text}, as_json)
 
 
 @memory.command()
@@ -204,12 +218,6 @@ async def _remove_correction(state_dir: Path, cwd: Path, record_id: str) -> Tool
 def corrections(remove: str | None, cwd: Path, state_dir: Path | None, as_json: bool) -> None:
     """The corrections in force in this project's scope (records kept out of deliveries)."""
     if remove is None:
-        _run(state_dir, cwd, MEMORY_TOOL, {"action": "corrections"}, as_json)
-        return
-    result = asyncio.run(_remove_correction(resolve_state_dir(state_dir), cwd.resolve(), remove))
-    if as_json:
-        echo_json({"text": result.text, "removed": not result.is_error})
+        _run(state_dir, cwd, "corrections", {}, as_json)
     else:
-        click.echo(result.text)
-    if result.is_error:
-        raise SystemExit(1)
+        _run(state_dir, cwd, "lift_correction", {"recordId": remove}, as_json, passive=True)

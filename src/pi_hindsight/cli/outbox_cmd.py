@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,15 @@ from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, 
 from pi_hindsight.cli.state_cmd import echo_set_aside
 from pi_hindsight.config import load_config
 from pi_hindsight.errors import BackendError, ConfigError
+from pi_hindsight.operations.outbox_upkeep import (
+    OUTBOX_RETRY,
+    OUTBOX_STATUS,
+    OutboxRetryArgs,
+    OutboxStatusArgs,
+    age,
+)
 from pi_hindsight.stores.outbox import ITEM_STATES, UNFINISHED, ItemState, Outbox, OutboxItem
+from pi_hindsight.stores.outbox_records import OutboxHealth
 from pi_hindsight.stores.set_aside import SetAsideRecord
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
@@ -33,13 +42,19 @@ def _seconds(text: str | None) -> float | None:
     return float(match.group(1)) * _UNIT_S[match.group(2)]
 
 
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.1f}{unit}"
-    return f"{seconds:.0f}s"
+class _StoreOutbox:
+    """The outbox file as the outbox operations' context (``operations/outbox_upkeep.py``);
+    ``retry_dead`` re-queues the items named on the command line, or every dead letter."""
+
+    def __init__(self, store: Outbox, item_ids: Sequence[str] | None = None) -> None:
+        self.store = store
+        self.item_ids = item_ids
+
+    async def outbox_health(self) -> OutboxHealth:
+        return self.store.health()
+
+    async def retry_dead(self) -> int:
+        return self.store.retry_dead(list(self.item_ids) if self.item_ids else None)
 
 
 @click.group()
@@ -55,30 +70,25 @@ def status(state_dir: Path | None, as_json: bool) -> None:
     directory = resolve_state_dir(state_dir)
     store = Outbox(directory)
     try:
-        health = store.health()
+        result = asyncio.run(OUTBOX_STATUS(_StoreOutbox(store), OutboxStatusArgs()))
         aside = store.set_aside
     finally:
         store.close()
     reports = SetAsideRecord(directory).open_events("outbox")
-    result: dict[str, Any] = {**asdict(health), "path": str(store.path)}
-    result["set_aside"] = (
-        None if aside is None else {"moved_to": str(aside.moved_to), "reason": aside.reason}
+    result = result.model_copy(
+        update={
+            "path": str(store.path),
+            "set_aside": None
+            if aside is None
+            else {"movedTo": str(aside.moved_to), "reason": aside.reason},
+            # Every outbox set aside (by any process) and not yet restored or acknowledged.
+            "set_aside_reports": [event.to_json() for event in reports],
+        }
     )
-    # Every outbox set aside (by any process) and not yet restored or acknowledged.
-    result["set_aside_reports"] = [event.to_json() for event in reports]
     if as_json:
-        echo_json(result)
+        echo_json(result.to_json())
         return
-    click.echo(f"{health.counts_line()}, oldest pending {_age(health.oldest_pending_age_s)}")
-    if health.last_error:
-        when = (
-            ""
-            if health.last_error_at is None
-            else f" ({_age(time.time() - health.last_error_at)} ago)"
-        )
-        click.echo(f"last error{when}: {health.last_error}")
-    if health.dead:
-        click.echo("dead letters: `pi-hindsight outbox list --state dead`, then `outbox retry`")
+    click.echo(result.render())
     echo_set_aside(reports)
 
 
@@ -139,7 +149,7 @@ def list_items(
     for item in items:
         click.echo(
             f"{item.item_id}  {item.state:<9} session {item.session_id}  "
-            f"{item.payload_bytes} B  {_age(now - item.created_at)} old"
+            f"{item.payload_bytes} B  {age(now - item.created_at)} old"
         )
         if item.last_error:
             click.echo(f"    last error: {item.last_error}")
@@ -164,13 +174,14 @@ def retry(
         raise ConfigError("name the items to retry", hint="pass item ids, or --all")
     store = Outbox(resolve_state_dir(state_dir))
     try:
-        revived = store.retry_dead(None if retry_all else list(item_ids))
+        selected = _StoreOutbox(store, None if retry_all else item_ids)
+        result = asyncio.run(OUTBOX_RETRY(selected, OutboxRetryArgs()))
     finally:
         store.close()
     if as_json:
-        echo_json({"retried": revived})
+        echo_json(result.to_json())
     else:
-        click.echo(f"{revived} item(s) will be sent again")
+        click.echo(result.render())
 
 
 @outbox.command()

@@ -1,20 +1,21 @@
 """``pi-hindsight templates list | preview NAME | apply NAME``: the two bundled starter bank
-templates, applied to the bank selected for ``--cwd`` (docs/bank-maintenance.md)."""
+templates, applied to the bank selected for ``--cwd`` (docs/bank-maintenance.md). The same
+operations as Pi's ``/hindsight:template…`` commands (``operations/bank_templates.py``)."""
 
 from __future__ import annotations
+
+import asyncio
 
 import click
 
 from pi_hindsight.cli._common import echo_json, json_option
-from pi_hindsight.cli._selected import Selected, apply_option, on_selected_bank, run
-from pi_hindsight.maintenance import plain_text
-from pi_hindsight.maintenance.common import as_json as to_json
-from pi_hindsight.maintenance.templates import (
-    TEMPLATE_NAMES,
-    TemplatePlan,
-    apply_template,
-    list_templates,
-    preview_template,
+from pi_hindsight.cli._selected import Selected, apply_option, on_selected_bank, run_operation
+from pi_hindsight.maintenance.templates import TEMPLATE_NAMES
+from pi_hindsight.operations.bank_templates import (
+    TEMPLATE_APPLY,
+    TEMPLATE_PREVIEW,
+    TEMPLATES,
+    TemplatesArgs,
 )
 
 _NAMES = click.Choice(TEMPLATE_NAMES)
@@ -29,20 +30,11 @@ def templates() -> None:
 @json_option
 def list_command(as_json: bool) -> None:
     """The bundled templates and what each sets."""
-    infos = list_templates()
+    listed = asyncio.run(TEMPLATES(None, TemplatesArgs()))
     if as_json:
-        echo_json(to_json(infos))
+        echo_json(listed.to_json())
     else:
-        click.echo(plain_text.templates_list(infos))
-
-
-def _preview(selected: Selected, name: str) -> TemplatePlan:
-    return run(
-        selected,
-        lambda backend: preview_template(
-            backend, selected.bank, name, tags=selected.tags, timeout=selected.timeout
-        ),
-    )
+        click.echo(listed.render())
 
 
 @templates.command()
@@ -50,11 +42,7 @@ def _preview(selected: Selected, name: str) -> TemplatePlan:
 @on_selected_bank()
 def preview(selected: Selected, name: str, as_json: bool) -> None:
     """What applying template NAME to the selected bank would change (changes nothing)."""
-    plan = _preview(selected, name)
-    if as_json:
-        echo_json(to_json(plan))
-    else:
-        click.echo(plain_text.template_plan(plan))
+    run_operation(selected, TEMPLATE_PREVIEW, {"name": name}, as_json)
 
 
 @templates.command()
@@ -63,21 +51,9 @@ def preview(selected: Selected, name: str, as_json: bool) -> None:
 @on_selected_bank()
 def apply(selected: Selected, name: str, apply: bool, as_json: bool) -> None:
     """Apply template NAME to the selected bank: prints the preview; changes only with --apply."""
-    if not apply:
-        plan = _preview(selected, name)
-        if as_json:
-            echo_json({"applied": False, "plan": to_json(plan)})
-        else:
-            click.echo(plain_text.template_plan(plan))
-            click.echo("dry run: nothing changed; run again with --apply to apply it")
+    if apply:
+        run_operation(selected, TEMPLATE_APPLY, {"name": name}, as_json)
         return
-    applied = run(
-        selected,
-        lambda backend: apply_template(
-            backend, selected.bank, name, tags=selected.tags, timeout=selected.timeout
-        ),
-    )
-    if as_json:
-        echo_json({"applied": True, **to_json(applied)})
-    else:
-        click.echo(plain_text.template_applied(applied))
+    run_operation(selected, TEMPLATE_PREVIEW, {"name": name}, as_json)
+    if not as_json:
+        click.echo("dry run: nothing changed; run again with --apply to apply it")

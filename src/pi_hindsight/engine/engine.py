@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.config import LoadedConfig, Settings
@@ -33,7 +33,7 @@ from pi_hindsight.engine.connection import BackendFactory, HindsightConnection
 from pi_hindsight.engine.delivery import Deliverer
 from pi_hindsight.engine.local_stores import LocalState, with_catalog_hint
 from pi_hindsight.engine.memory_block import FRAMING
-from pi_hindsight.engine.recording import EvidenceRecorder
+from pi_hindsight.engine.recording import EvidenceRecorder, LedgerFilters
 from pi_hindsight.engine.retaining import Retainer
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.sessions import Session
@@ -180,9 +180,11 @@ class MemoryEngine:
         """Why this session has no evidence ledger, or None when it has one."""
         return self.recorder.unavailable()
 
-    async def ledger_page(self, limit: int) -> tuple[EvidencePage, str]:
+    async def ledger_page(
+        self, limit: int, **filters: Unpack[LedgerFilters]
+    ) -> tuple[EvidencePage, str]:
         """The newest ``limit`` evidence records (no bodies) and the retention in force."""
-        return await self.recorder.page(limit)
+        return await self.recorder.page(limit, **filters)
 
     async def seed_delivery(self, keys: Sequence[tuple[str, str]]) -> Counter[str]:
         """How many seeded items (``(session id, request id)``) are in each outbox state."""

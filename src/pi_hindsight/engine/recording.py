@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import TypedDict, Unpack
 
 from pi_hindsight.config import EvidenceSettings
 from pi_hindsight.engine.local_stores import LocalState
@@ -28,8 +29,19 @@ from pi_hindsight.stores.evidence import (
     MemoInfo,
     PreparedRecord,
 )
-from pi_hindsight.stores.evidence.shapes import EvidencePage, RetainDecision
+from pi_hindsight.stores.evidence.shapes import EvidencePage, Outcome, RetainDecision
 from pi_hindsight.stores.runner import run_store, submit_store
+
+
+class LedgerFilters(TypedDict, total=False):
+    """Which records a page lists (the ledger's ``list``); none: every record."""
+
+    scope: str | None
+    session: str | None
+    since: float | None  # a timestamp
+    outcome: Outcome | None
+    before: str | None  # the previous page's ``next_cursor``
+
 
 logger = logging.getLogger(__name__)
 
@@ -119,13 +131,13 @@ class EvidenceRecorder:
             return None
         return self.last_error or "evidence is disabled (evidence.enabled: false)"
 
-    async def page(self, limit: int) -> tuple[EvidencePage, str]:
-        """The newest ``limit`` records (no bodies) and the retention in force."""
+    async def page(self, limit: int, **filters: Unpack[LedgerFilters]) -> tuple[EvidencePage, str]:
+        """The newest ``limit`` records (no bodies) matching the filters, and the retention."""
         ledger = self._state.evidence
         if ledger is None:
             raise StateError(f"no evidence ledger: {self.unavailable()}")
         self.submit_pending()
-        page = await run_store(ledger.list, limit=limit)
+        page = await run_store(ledger.list, limit=limit, **filters)
         stats = await run_store(ledger.stats, counts=False)
         return page, stats.retention_note
 

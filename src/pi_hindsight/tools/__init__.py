@@ -1,93 +1,45 @@
-"""The agent's tools, declared by the core and registered by the host (R-TOOLS-1..2).
+"""The agent's tools, registered by the host (R-TOOLS-1..2): a thin adapter over the operations
+layer (``pi_hindsight.operations``).
 
-``hindsight_memory`` — status (with a startup-memo operation lookup), recall (more, inside the
-current scope only), reflect (its own long timeout; a cancel ends it), refresh_memo (returns the
-operation id at once), retain (an explicit project-bank note), selected-bank maintenance
-(``mission``, ``mental_models``: dry run first), and fixing a wrong memory (``forget``: dry run
-first; ``correct``; ``corrections``). ``hindsight_retain_global`` — the only way to
-write the User bank (R-CONF-2).
+``hindsight_memory`` — one tool whose ``action`` selects an operation: status (with a
+startup-memo operation lookup), recall (more, inside the current scope only), reflect (its own
+long timeout; a cancel ends it), refresh_memo (returns the operation id at once), retain (an
+explicit project-bank note), selected-bank maintenance (``mission``, ``mental_models``: dry run
+first), and fixing a wrong memory (``forget``: dry run first; ``correct``; ``corrections``).
+``hindsight_retain_global`` — the only way to write the User bank (R-CONF-2).
 
-One module per concern: ``specs`` (names, argument models, schemas), ``search`` (recall,
-reflect), ``memo`` (status, refresh_memo), ``notes`` (retain, retain_global), ``maintenance``
-(missions, mental models, templates), ``lifecycle`` (forget, correct, corrections); ``context`` is
-what they need from the session.
+``specs`` generates the parameter schemas from the operations' argument models. A result's text is
+what the model reads; its JSON form is the tool result's details.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pi_hindsight.errors import BackendError, PiHindsightError
-from pi_hindsight.tools import forget_correct, notes, search, status_memo
-from pi_hindsight.tools.context import ToolContext, require_scope
+from pi_hindsight.errors import PiHindsightError
+from pi_hindsight.operations.base import describe_failure
 from pi_hindsight.tools.specs import (
     MEMORY_DESCRIPTION,
     MEMORY_LABEL,
-    MEMORY_PARAMETERS,
     MEMORY_TOOL,
     RETAIN_GLOBAL_DESCRIPTION,
     RETAIN_GLOBAL_LABEL,
-    RETAIN_GLOBAL_PARAMETERS,
     RETAIN_GLOBAL_TOOL,
-    MemoryArgs,
-    ToolInputError,
     ToolResult,
     ToolSpec,
-    bounded,
-    parse_memory_args,
+    memory_parameters,
+    parse_action,
+    retain_global_parameters,
 )
+
+if TYPE_CHECKING:
+    from pi_hindsight.operations.base import OperationContext
 
 __all__ = ["MEMORY_TOOL", "RETAIN_GLOBAL_TOOL", "MemoryTools", "ToolResult", "ToolSpec"]
 
-Action = Callable[[ToolContext, MemoryArgs], Awaitable[ToolResult]]
-
-
-async def _mission(context: ToolContext, args: MemoryArgs) -> ToolResult:
-    from pi_hindsight.tools import maintenance  # noqa: PLC0415 - rarely used; not at start-up
-
-    rendered = await maintenance.mission(
-        context,
-        require_scope(context),
-        new_mission=args.mission,
-        retain_mission=args.retain_mission,
-        observations_mission=args.observations_mission,
-        apply=args.apply,
-    )
-    return ToolResult(bounded(rendered.text), rendered.details)
-
-
-async def _mental_models(context: ToolContext, args: MemoryArgs) -> ToolResult:
-    from pi_hindsight.tools import maintenance  # noqa: PLC0415 - rarely used; not at start-up
-
-    rendered = await maintenance.models(
-        context,
-        require_scope(context),
-        action=args.model_action or "list",
-        model_id=args.model_id,
-        name=args.name,
-        source_query=args.source_query,
-        apply=args.apply,
-    )
-    return ToolResult(bounded(rendered.text), rendered.details)
-
-
-ACTIONS: dict[str, Action] = {
-    "status": status_memo.status,
-    "recall": search.recall,
-    "reflect": search.reflect,
-    "refresh_memo": status_memo.refresh_memo,
-    "retain": notes.retain,
-    "mission": _mission,
-    "mental_models": _mental_models,
-    "forget": forget_correct.forget,
-    "correct": forget_correct.correct,
-    "corrections": forget_correct.corrections,
-}
-
 
 class MemoryTools:
-    def __init__(self, context: ToolContext) -> None:
+    def __init__(self, context: OperationContext) -> None:
         self.context = context
 
     def specs(self) -> list[ToolSpec]:
@@ -99,7 +51,7 @@ class MemoryTools:
                 MEMORY_TOOL,
                 MEMORY_LABEL,
                 MEMORY_DESCRIPTION,
-                MEMORY_PARAMETERS,
+                memory_parameters(),
                 # The longest action bounds the host's wait; each action has its own bound inside.
                 settings.reflect_timeout_ms + 5_000,
             )
@@ -110,23 +62,25 @@ class MemoryTools:
                     RETAIN_GLOBAL_TOOL,
                     RETAIN_GLOBAL_LABEL,
                     RETAIN_GLOBAL_DESCRIPTION,
-                    RETAIN_GLOBAL_PARAMETERS,
+                    retain_global_parameters(),
                     settings.timeout_ms + 2_000,
                 )
             )
         return specs
 
     async def call(self, name: str, params: dict[str, Any]) -> ToolResult:
+        from pi_hindsight.operations import memory_actions  # noqa: PLC0415 - at the first call
+
         try:
             if name == MEMORY_TOOL:
-                args = parse_memory_args(params)
-                return await ACTIONS[args.action](self.context, args)
-            if name == RETAIN_GLOBAL_TOOL:
-                return await notes.retain_global(self.context, params)
-            return ToolResult(f"unknown tool {name!r}", is_error=True)
-        except ToolInputError as error:
-            return ToolResult(f"{name}: {error}", is_error=True)
-        except BackendError as error:
-            return ToolResult(f"{name}: Hindsight failed: {error.describe()}", is_error=True)
+                action = parse_action(params, memory_actions.MEMORY_ACTIONS)
+                operation = memory_actions.MEMORY_ACTIONS[action]
+                args = {key: value for key, value in params.items() if key != "action"}
+            elif name == RETAIN_GLOBAL_TOOL:
+                operation, args = memory_actions.RETAIN_GLOBAL, params
+            else:
+                return ToolResult(f"unknown tool {name!r}", is_error=True)
+            result = await operation(self.context, operation.parse(args))
+            return ToolResult(result.as_text(), result.to_json())
         except PiHindsightError as error:
-            return ToolResult(f"{name}: {error.describe()}", is_error=True)
+            return ToolResult(f"{name}: {describe_failure(error)}", is_error=True)

@@ -5,7 +5,7 @@ right after consent). Each has a CLI twin."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pi_hindsight.engine.engine import MemoryEngine
 from pi_hindsight.engine.types import Notice
@@ -16,6 +16,7 @@ from pi_hindsight.rpc.jsonrpc import INVALID_PARAMS
 
 if TYPE_CHECKING:  # seeding and status load on first use: no session's start needs them
     from pi_hindsight.hosts.pi.seed_sessions import PiSessions
+    from pi_hindsight.operations.bank_templates import TemplatePreviewResult
 
 
 def _say(text: str, level: Level = "info", status_line: str | None = None) -> CommandResult:
@@ -108,53 +109,52 @@ class PiCommands:
         return _say(text, "info", status_line=view.status_line)
 
     async def _templates(self, args: str, accepted: bool | None) -> CommandResult:
-        from pi_hindsight.tools import maintenance  # noqa: PLC0415 - rarely used
+        from pi_hindsight.operations.bank_templates import TEMPLATES, TemplatesArgs  # noqa: PLC0415
 
-        text = maintenance.templates_text()
-        return _say(f"{text}\nApply one with /hindsight:template-apply NAME", "info")
+        listed = await TEMPLATES(self.engine, TemplatesArgs())
+        return _say(f"{listed.as_text()}\nApply one with /hindsight:template-apply NAME", "info")
 
     async def _template_apply(self, args: str, accepted: bool | None) -> CommandResult:
         """Preview (dry run) first; apply only after the user agreed to exactly that preview."""
-        from pi_hindsight.tools import maintenance  # noqa: PLC0415 - rarely used
+        from pi_hindsight.operations import bank_templates  # noqa: PLC0415 - rarely used
 
         name = args.split(maxsplit=1)[0] if args.split() else ""
         if not name:
             return _say(
                 "usage: /hindsight:template-apply NAME (see /hindsight:templates)", "warning"
             )
-        scope = self.engine.scope()
-        if scope is None:
+        if self.engine.scope() is None:
             return _say("memory is off here; register the project first", "warning")
-        target = maintenance.template_target(self.engine, scope, name)
+        template = bank_templates.TemplateArgs(name=name)
         if accepted is None:
-            return await self._template_preview(target, name)
+            preview = await bank_templates.TEMPLATE_PREVIEW(self.engine, template)
+            return self._template_confirm(preview, name)
         if not accepted:
             return _say(
                 f"template {name} not applied (preview only); apply it with "
                 f"`pi-hindsight templates apply {name} --apply` or answer yes in Pi"
             )
-        applied = await maintenance.template_apply(self.engine, target, name)
-        return _say(applied.text, "info")
+        applied = await bank_templates.TEMPLATE_APPLY(self.engine, template)
+        return _say(applied.as_text(), "info")
 
-    async def _template_preview(self, target: Any, name: str) -> CommandResult:
-        from pi_hindsight.tools import maintenance  # noqa: PLC0415 - rarely used
-
-        preview = await maintenance.template_preview(self.engine, target, name)
-        if not preview.details["changes"]:
-            return _say(f"{preview.text}\nNothing to change.", "info")
+    def _template_confirm(self, preview: TemplatePreviewResult, name: str) -> CommandResult:
+        if not preview.changes:
+            return _say(f"{preview.as_text()}\nNothing to change.", "info")
         if not self._has_ui:  # no dialog possible: show the preview, change nothing
             return _say(
-                f"{preview.text}\nNot applied: confirming needs an interactive "
+                f"{preview.as_text()}\nNot applied: confirming needs an interactive "
                 f"session, or run `pi-hindsight templates apply {name} --apply`."
             )
         return _ask(
-            f"Apply template {name} to {target.label}?",
-            preview.text,
+            f"Apply template {name} to {preview.target}?",
+            preview.as_text(),
             "hindsight:template-apply",
             name,
         )
 
     async def _outbox(self, args: str, accepted: bool | None) -> CommandResult:
+        from pi_hindsight.operations import outbox_upkeep  # noqa: PLC0415 - on demand
+
         if args == "retry":
             if accepted is None:
                 dead = (await self.engine.outbox_health()).dead
@@ -168,37 +168,20 @@ class PiCommands:
                 )
             if not accepted:
                 return _say("nothing retried", "info")
-            retried = await self.engine.retry_dead()
-            return _say(f"re-queued {retried} dead letter(s)", "info")
-        health = await self.engine.outbox_health()
-        lines = [f"outbox: {health.counts_line()}"]
-        if health.oldest_pending_age_s is not None:
-            lines.append(f"oldest pending: {health.oldest_pending_age_s:.0f}s")
-        if health.last_error:
-            lines.append(f"last error: {health.last_error}")
-        if health.dead:
-            lines.append("dead letters: `/hindsight:outbox retry`, or `pi-hindsight outbox list`")
-        return _say("\n".join(lines), "warning" if health.dead else "info")
+            retried = await outbox_upkeep.OUTBOX_RETRY(self.engine, outbox_upkeep.OutboxRetryArgs())
+            return _say(retried.render(), "info")
+        health = await outbox_upkeep.OUTBOX_STATUS(self.engine, outbox_upkeep.OutboxStatusArgs())
+        return _say(health.render(), "warning" if health.dead else "info")
 
     async def _evidence(self, args: str, accepted: bool | None) -> CommandResult:
+        from pi_hindsight.operations import evidence_pages  # noqa: PLC0415 - on demand
+
         why = self.engine.evidence_unavailable()
         if why is not None:
             return _say(f"no evidence ledger: {why}", "warning")
-        page, retention = await self.engine.ledger_page(5)
-        lines = ["last requests (newest first):"]
-        for record in page.records:
-            attached = {True: "attached", False: "NOT attached", None: "attach ?"}[record.attached]
-            confirmed = {True: "in payload", False: "NOT in payload", None: "payload ?"}[
-                record.confirmed
-            ]
-            reason = f" ({record.reason})" if record.reason else ""
-            lines.append(
-                f"- {record.request_id[:8]} {record.outcome}{reason}: {record.record_count} "
-                f"memories, {attached}, {confirmed}"
-            )
-        lines.append(retention)
-        lines.append("details: `pi-hindsight evidence explain ID`")
-        return _say("\n".join(lines), "info")
+        page = evidence_pages.EvidenceListArgs(limit=5)
+        listed = await evidence_pages.EVIDENCE_LIST(self.engine, page)
+        return _say(listed.render(), "info")
 
     # -- seeding ---------------------------------------------------------------------------
 

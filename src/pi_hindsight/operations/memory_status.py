@@ -4,12 +4,20 @@ and ``refresh_memo`` (accepted is not completed: the operation id comes back at 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
 
 from pi_hindsight.engine.startup_memo import create_memo, memo_id
 from pi_hindsight.errors import BackendError
-from pi_hindsight.tools.context import ToolContext, require_scope
-from pi_hindsight.tools.specs import MemoryArgs, ToolInputError, ToolResult, bounded
+from pi_hindsight.operations.base import (
+    Operation,
+    OperationArgs,
+    OperationContext,
+    OperationInputError,
+    OperationResult,
+    require_scope,
+)
 
 if TYPE_CHECKING:
     from pi_hindsight.engine.status import EngineStatus
@@ -17,25 +25,50 @@ if TYPE_CHECKING:
 MEMO_REFRESH = "memo-refresh"
 
 
-async def status(context: ToolContext, args: MemoryArgs) -> ToolResult:
+class StatusArgs(OperationArgs):
+    operation_id: str | None = Field(
+        default=None, max_length=100, description="a refresh_memo operation id to follow"
+    )
+
+
+class MemoOperation(OperationResult):
+    operation_id: str
+    state: str
+    requested_at: str
+
+
+class StatusResult(OperationResult):
+    summary: str
+    # The engine's status snapshot in its own JSON form (engine/status.py owns the shape).
+    status: dict[str, Any]
+    startup_operation: MemoOperation | None = None
+
+    def render(self) -> str:
+        lines = [self.summary]
+        if self.startup_operation is not None:
+            operation = self.startup_operation
+            lines.append(f"startup memo operation {operation.operation_id}: {operation.state}")
+        return "\n".join(lines)
+
+
+async def status(context: OperationContext, args: StatusArgs) -> StatusResult:
     current = await context.status()
-    details: dict[str, Any] = {"status": current.to_json()}
-    lines = [summary(current)]
+    operation = None
     if args.operation_id:
         operation = await memo_operation(context, args.operation_id)
-        details["startupOperation"] = operation
-        lines.append(f"startup memo operation {args.operation_id}: {operation['state']}")
-    return ToolResult(bounded("\n".join(lines)), details)
+    return StatusResult(
+        summary=summary(current), status=current.to_json(), startup_operation=operation
+    )
 
 
-async def memo_operation(context: ToolContext, operation_id: str) -> dict[str, Any]:
+async def memo_operation(context: OperationContext, operation_id: str) -> MemoOperation:
     """Only operations this layer requested for the current scope's memo are looked up;
     anything else is refused the same way, so nothing about other scopes leaks."""
     scope = require_scope(context)
     catalog = await context.open_catalog()
     record = await catalog.operation(operation_id)
     if record is None or record.scope_id != scope.scope_id or record.kind != MEMO_REFRESH:
-        raise ToolInputError(
+        raise OperationInputError(
             f"{operation_id!r} is not a startup-memo operation of this scope; only ids "
             "returned by refresh_memo in this scope can be looked up"
         )
@@ -43,14 +76,31 @@ async def memo_operation(context: ToolContext, operation_id: str) -> dict[str, A
     state = await backend.operation_status(
         record.bank_id, operation_id, timeout=context.settings.timeout_ms / 1000
     )
-    return {
-        "operationId": operation_id,
-        "state": state.state,
-        "requestedAt": datetime.fromtimestamp(record.requested_at).astimezone().isoformat(),
-    }
+    return MemoOperation(
+        operation_id=operation_id,
+        state=state.state,
+        requested_at=datetime.fromtimestamp(record.requested_at).astimezone().isoformat(),
+    )
 
 
-async def refresh_memo(context: ToolContext, args: MemoryArgs, *, full: bool = False) -> ToolResult:
+class RefreshMemoArgs(OperationArgs):
+    pass
+
+
+class RefreshMemoResult(OperationResult):
+    operation_id: str
+    state: Literal["accepted"] = "accepted"
+
+    def render(self) -> str:
+        return (
+            "Refresh of the startup memo accepted (not yet completed). Follow it with "
+            f'{{"action": "status", "operationId": "{self.operation_id}"}}.'
+        )
+
+
+async def refresh_memo(
+    context: OperationContext, args: RefreshMemoArgs | None = None, *, full: bool = False
+) -> RefreshMemoResult:
     """``full``: regenerate it from the scope's memories as they are now (after a forget; a delta
     refresh only integrates what is new)."""
     scope = require_scope(context)
@@ -80,11 +130,7 @@ async def refresh_memo(context: ToolContext, args: MemoryArgs, *, full: bool = F
         subject=model_id,
     )
     context.forget_memo()
-    return ToolResult(
-        f"Refresh of the startup memo accepted (not yet completed). Follow it with "
-        f'{{"action": "status", "operationId": "{operation_id}"}}.',
-        {"operationId": operation_id, "state": "accepted"},
-    )
+    return RefreshMemoResult(operation_id=operation_id)
 
 
 def summary(status: EngineStatus) -> str:
@@ -116,3 +162,19 @@ def summary(status: EngineStatus) -> str:
     for event in status.set_aside:
         parts.append(f"set aside: {event.store} ({event.reason}); see `pi-hindsight state list`")
     return "\n".join(parts)
+
+
+STATUS = Operation(
+    "status",
+    "memory health (pass operationId to follow a refresh_memo)",
+    StatusArgs,
+    StatusResult,
+    status,
+)
+REFRESH_MEMO = Operation(
+    "refresh_memo",
+    "ask Hindsight to refresh the startup memo (returns an operationId at once)",
+    RefreshMemoArgs,
+    RefreshMemoResult,
+    refresh_memo,
+)
