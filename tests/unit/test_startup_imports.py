@@ -24,6 +24,7 @@ LATER = (
     "pi_hindsight.engine.git_history",
     "pi_hindsight.engine.status",
     "pi_hindsight.hosts.pi.seed_sessions",
+    "pi_hindsight.stores.evidence.diagnosis",  # explain's shapes
     "click",
 )
 

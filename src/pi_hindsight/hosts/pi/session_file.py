@@ -24,7 +24,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pi_hindsight.engine.memory_block import memo_section
 from pi_hindsight.engine.types import DeliveryDetails, VisibleContext
@@ -32,7 +32,9 @@ from pi_hindsight.errors import InputFileError, StateError
 from pi_hindsight.hosts.pi.messages import readable_text, text_of
 from pi_hindsight.hosts.pi.naming import CUSTOM_TYPE
 from pi_hindsight.safe_files import SESSION_HEADER_MAX_BYTES, FileMissing, read_json_lines
-from pi_hindsight.stores.evidence.diagnosis import TranscriptEntry
+
+if TYPE_CHECKING:
+    from pi_hindsight.stores.evidence.diagnosis import TranscriptEntry
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +70,9 @@ class SessionEntry:
         return DeliveryDetails.from_json(self.details) if self.is_memory else None
 
     def transcript(self) -> TranscriptEntry:
+        # For explain only: the diagnosis shapes are not loaded when a session starts (issue 19).
+        from pi_hindsight.stores.evidence.diagnosis import TranscriptEntry  # noqa: PLC0415
+
         return TranscriptEntry(
             entry_id=self.entry_id,
             kind=self.kind,
