@@ -191,7 +191,7 @@ def test_a_schema_1_ledger_migrates_with_its_records_intact(isolated_dirs: Path)
     finally:
         ledger.close()
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == len(SCHEMA.migrations) == 5
+    assert version == len(SCHEMA.migrations) == 6
 
 
 def test_a_schema_2_ledger_keeps_its_per_record_rows_without_scores(isolated_dirs: Path) -> None:

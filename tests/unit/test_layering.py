@@ -24,12 +24,8 @@ HOST_WORDS = re.compile(
     rf"{PI_NAMES.pattern}|\bClaude\b|claude[-_]code|\bsessionFile\b|\bcustomType\b"
 )
 BELOW_HOSTS = ("engine", "stores", "backend", "tools", "maintenance", "redaction", "legacy")
-# Documented exceptions, each with its reason; the ledger's names go with its migration.
+# Documented exceptions, each with its reason.
 HOST_WORD_EXCEPTIONS = {
-    # The evidence ledger's JSON keeps Pi's names until the ledger is renamed with a migration
-    # (issue 19, item 4).
-    "stores/evidence/shapes.py",
-    "stores/evidence/diagnosis.py",
     # Reads the TypeScript Pi extension's evidence files and config keys: Pi's names by nature.
     "legacy/evidence_formats.py",
 }

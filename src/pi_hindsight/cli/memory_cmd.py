@@ -33,7 +33,7 @@ async def _call(state_dir: Path, cwd: Path, tool: str, params: dict[str, Any]) -
         SessionInfo(
             session_id=f"cli-{uuid.uuid4()}",
             cwd=cwd,
-            session_file=None,
+            transcript_path=None,
             has_ui=False,
             reason="cli",
         )

@@ -98,7 +98,7 @@ class HostFacts:
 class SessionInfo:
     session_id: str
     cwd: Path  # the directory the session started in (kept for the session's life)
-    session_file: str | None
+    transcript_path: str | None
     has_ui: bool
     reason: str
 
@@ -432,7 +432,7 @@ class CompletedTurn:
     session_id: str
     messages: Sequence[TurnMessage]
     memory_entry_id: str | None = None  # the host's record of this request's memory message
-    session_file: str | None = None
+    transcript_path: str | None = None
     aborted: bool = False  # the user aborted it (engine/trivial.py)
 
 

@@ -72,7 +72,7 @@ class SessionEntry:
             entry_id=self.entry_id,
             kind=self.kind,
             role=self.role,
-            custom_type=self.custom_type,
+            message_kind=self.custom_type,
             timestamp=self.timestamp,
             line=self.line,
             text=self.readable,

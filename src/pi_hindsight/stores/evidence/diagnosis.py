@@ -32,7 +32,7 @@ class TranscriptEntry:
     entry_id: str
     kind: str  # the host's entry type (a message, a compaction, …)
     role: str | None
-    custom_type: str | None
+    message_kind: str | None
     timestamp: str | None
     line: int
     text: str  # readable: text, with tool calls and results as one-line mentions
@@ -42,7 +42,7 @@ class TranscriptEntry:
             "entryId": self.entry_id,
             "type": self.kind,
             "role": self.role,
-            "customType": self.custom_type,
+            "messageKind": self.message_kind,
             "timestamp": self.timestamp,
             "line": self.line,
             "text": self.text,
@@ -72,7 +72,7 @@ class Diagnosis:
 class Explanation:
     detail: EvidenceDetail
     diagnosis: Diagnosis
-    session_file: str | None
+    transcript_path: str | None
     session_problem: str | None  # why the conversation cannot be shown
     trace: ConversationTrace | None
     body_matches_session: bool | None
@@ -86,7 +86,7 @@ class Explanation:
             "reading": self.diagnosis.reading,
             "summary": self.diagnosis.summary,
             "notes": list(self.diagnosis.notes),
-            "sessionFile": self.session_file,
+            "transcriptPath": self.transcript_path,
             "sessionProblem": self.session_problem,
             "matchedBy": None if trace is None else trace.matched_by,
             "userMessage": None if user is None else user.to_json(),

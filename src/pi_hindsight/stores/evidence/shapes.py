@@ -102,7 +102,7 @@ class EvidenceRecord:
     scope_id: str | None
     bank_ids: tuple[str, ...]
     session_id: str | None
-    session_file: str | None
+    transcript_path: str | None
     entry_id: str | None
     recall_ms: float | None
     total_ms: float | None
@@ -142,7 +142,7 @@ class EvidenceRecord:
             "scopeId": self.scope_id,
             "bankIds": list(self.bank_ids),
             "sessionId": self.session_id,
-            "sessionFile": self.session_file,
+            "transcriptPath": self.transcript_path,
             "entryId": self.entry_id,
             "recallMs": self.recall_ms,
             "totalMs": self.total_ms,
@@ -225,7 +225,7 @@ class RequestRow:
     scope_id: str | None = None
     bank_ids: tuple[str, ...] = ()
     session_id: str | None = None
-    session_file: str | None = None
+    transcript_path: str | None = None
     entry_id: str | None = None
     recall_ms: float | None = None
     total_ms: float | None = None
@@ -259,7 +259,7 @@ class PreparedRecord:
     session_id: str | None
     scope_id: str | None = None
     bank_ids: tuple[str, ...] = ()
-    session_file: str | None = None
+    transcript_path: str | None = None
     reason: str | None = None
     body: str | None = None
     record_ids: tuple[str, ...] = ()
@@ -284,7 +284,7 @@ class PreparedRecord:
             scope_id=self.scope_id,
             bank_ids=tuple(self.bank_ids),
             session_id=self.session_id,
-            session_file=self.session_file,
+            transcript_path=self.transcript_path,
             recall_ms=self.recall_ms,
             total_ms=self.total_ms,
             record_count=len(self.record_ids),
