@@ -135,7 +135,9 @@ class EvidenceRecorder:
             return self._failed(error)
         return ()
 
-    def prepared(self, request: UserRequest, delivery: Delivery, transcript_path: str | None) -> None:
+    def prepared(
+        self, request: UserRequest, delivery: Delivery, transcript_path: str | None
+    ) -> None:
         """Queue the request's record on the store thread and return at once (module doc)."""
         ledger = self._state.evidence
         if ledger is None:

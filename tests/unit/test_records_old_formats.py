@@ -1,0 +1,112 @@
+"""Files written by earlier versions still load now that their records are pydantic models
+(docs/adr/0010-one-serialisation-mechanism.md): ``server.json`` and a Claude Code cursor file,
+each as the hand-written ``to_json`` of the previous release wrote it, byte for byte; and a
+tolerant read leaves an odd field at its default instead of failing the record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pi_hindsight.errors import CorruptStateError
+from pi_hindsight.hosts.claude_code.cursors import Cursor, CursorStore
+from pi_hindsight.launcher.procs import ProcessIdentity
+from pi_hindsight.launcher.reranker import Reranker
+from pi_hindsight.launcher.server_record import ServerPaths, load_record, save_record
+
+# server.json as release 2026-12-03 wrote it (its to_json, json.dumps(indent=2)).
+OLD_SERVER_JSON = """{
+  "version": 1,
+  "state_dir": "/home/u/.local/state/pi-hindsight",
+  "llm": "offline",
+  "started_at": "2026-12-03T10:00:00Z",
+  "phase": "running",
+  "host": "127.0.0.1",
+  "port": 8888,
+  "base_url": "http://127.0.0.1:8888",
+  "processes": {
+    "postgres": {"pid": 101, "start_ticks": 5000},
+    "standin": {"pid": 102, "start_ticks": 5001},
+    "hindsight": {"pid": 103, "start_ticks": 5002}
+  },
+  "postgres": {
+    "port": 5433,
+    "data_dir": "/home/u/.local/state/pi-hindsight/server/pgdata",
+    "install_dir": "/opt/pg",
+    "os_user": null,
+    "database": "hindsight"
+  },
+  "standin_url": "http://127.0.0.1:9999",
+  "auth": {"api_key_env": "TEAM_KEY"},
+  "database": null,
+  "reranker": {"provider": "cross-encoder", "model": null, "why": "its model is in the cache"}
+}
+"""
+
+
+def test_an_old_server_json_loads_and_writes_back_the_same_keys(tmp_path: Path) -> None:
+    paths = ServerPaths(tmp_path)
+    paths.ensure()
+    paths.record.write_text(OLD_SERVER_JSON)
+    record = load_record(paths)
+    assert record is not None
+    assert record.processes["hindsight"] == ProcessIdentity(pid=103, start_ticks=5002)
+    assert record.postgres is not None and record.postgres.port == 5433
+    assert record.postgres.os_user is None
+    assert record.api_key_env == "TEAM_KEY" and record.standin_url == "http://127.0.0.1:9999"
+    assert record.reranker == Reranker(provider="cross-encoder", why="its model is in the cache")
+    assert record.base_url == "http://127.0.0.1:8888"
+    save_record(paths, record)
+    written = json.loads(paths.record.read_text())
+    old = json.loads(OLD_SERVER_JSON)
+    assert set(old) <= set(written)  # every key an older reader looks for is still written
+    assert {key: written[key] for key in old if key != "reranker"} == {
+        key: value for key, value in old.items() if key != "reranker"
+    }
+    assert written["reranker"] == {**old["reranker"], "download": False}
+
+
+def test_a_damaged_server_json_is_named_with_the_fix(tmp_path: Path) -> None:
+    paths = ServerPaths(tmp_path)
+    paths.ensure()
+    old = json.loads(OLD_SERVER_JSON)
+    paths.record.write_text(json.dumps({**old, "port": "not a port"}))
+    with pytest.raises(CorruptStateError, match="port") as caught:
+        load_record(paths)
+    assert "delete" in (caught.value.hint or "")
+    # An unknown reranker (a newer release's) is no reranker recorded, not a damaged record.
+    paths.record.write_text(json.dumps({**old, "reranker": {"provider": "new", "why": "x"}}))
+    loaded = load_record(paths)
+    assert loaded is not None and loaded.reranker is None
+
+
+def test_an_old_cursor_file_loads(tmp_path: Path) -> None:
+    store = CursorStore(tmp_path)
+    transcript = tmp_path / "t.jsonl"
+    store.directory.mkdir(parents=True)
+    # As release 2026-12-03 wrote it: {"transcript", "updatedAt", **Cursor.to_json()}.
+    old = {
+        "transcript": str(transcript),
+        "updatedAt": 1764756000.5,
+        "offset": 120,
+        "planned": None,
+        "openTools": {"toolu_1": "Bash"},
+        "skipBefore": "2026-12-03T10:00:00.000Z",
+        "fileId": [2049, 77],
+    }
+    store._path(transcript).write_text(json.dumps(old))
+    assert store.load(transcript) == Cursor(
+        offset=120,
+        open_tools={"toolu_1": "Bash"},
+        skip_before="2026-12-03T10:00:00.000Z",
+        file_id=(2049, 77),
+    )
+    # Odd fields are left at their defaults, the rest is kept.
+    store._path(transcript).write_text(
+        json.dumps({**old, "planned": -4, "fileId": "x", "openTools": [1], "offset": True})
+    )
+    assert store.load(transcript) == Cursor(offset=0, skip_before="2026-12-03T10:00:00.000Z")
+    store.save(transcript, store.load(transcript))
+    assert json.loads(store._path(transcript).read_text())["skipBefore"] == old["skipBefore"]
