@@ -15,6 +15,7 @@ from pi_hindsight.hosts.claude_code.cursors import Cursor, CursorStore
 from pi_hindsight.launcher.procs import ProcessIdentity
 from pi_hindsight.launcher.reranker import Reranker
 from pi_hindsight.launcher.server_record import ServerPaths, load_record, save_record
+from pi_hindsight.stores.set_aside import SetAsideRecord
 
 # server.json as release 2026-12-03 wrote it (its to_json, json.dumps(indent=2)).
 OLD_SERVER_JSON = """{
@@ -110,3 +111,44 @@ def test_an_old_cursor_file_loads(tmp_path: Path) -> None:
     assert store.load(transcript) == Cursor(offset=0, skip_before="2026-12-03T10:00:00.000Z")
     store.save(transcript, store.load(transcript))
     assert json.loads(store._path(transcript).read_text())["skipBefore"] == old["skipBefore"]
+
+
+# set-aside.json as release 2026-12-03 wrote it (asdict of each event).
+OLD_SET_ASIDE = {
+    "format": "pi-hindsight-set-aside/1",
+    "events": [
+        {
+            "event_id": "a1b2c3d4",
+            "store": "outbox",
+            "original": "/s/outbox.sqlite",
+            "moved_to": "/s/outbox.sqlite.corrupt-20261203T100000-42",
+            "reason": "not a database",
+            "at": 1764756000.25,
+            "pid": 42,
+            "host": "box",
+            "acknowledged_at": None,
+            "restored_at": None,
+            "restore_note": None,
+        }
+    ],
+}
+
+
+def test_an_old_set_aside_record_loads_and_is_written_back_unchanged(tmp_path: Path) -> None:
+    record = SetAsideRecord(tmp_path)
+    record.path.parent.mkdir(parents=True, exist_ok=True)
+    record.path.write_text(json.dumps(OLD_SET_ASIDE))
+    [event] = record.open_events()
+    assert (event.event_id, event.store, event.pid, event.at) == (
+        "a1b2c3d4",
+        "outbox",
+        42,
+        1764756000.25,
+    )
+    shown = event.to_json()
+    assert shown["id"] == "a1b2c3d4" and shown["open"] is True and "state restore" in shown["next"]
+    acknowledged = record.acknowledge("a1b2c3d4")
+    assert acknowledged.acknowledged_at is not None and not acknowledged.open
+    written = json.loads(record.path.read_text())
+    expected = {**OLD_SET_ASIDE["events"][0], "acknowledged_at": acknowledged.acknowledged_at}
+    assert written == {"format": OLD_SET_ASIDE["format"], "events": [expected]}

@@ -115,7 +115,11 @@ def restore_rows(
                 finished += 1
                 continue
             values: dict[str, Any] = row.model_dump()
-            if values["batch_id"] not in open_batches or state not in ("sending", "submitted", "dead"):
+            if values["batch_id"] not in open_batches or state not in (
+                "sending",
+                "submitted",
+                "dead",
+            ):
                 values.update(state="ready", batch_id=None)
             else:
                 used_batches.add(str(values["batch_id"]))
