@@ -35,7 +35,8 @@ from pydantic.alias_generators import to_camel
 _TOLERANT = "tolerant"
 
 
-def _tolerant(info: ValidationInfo) -> bool:
+def is_tolerant(info: ValidationInfo) -> bool:
+    """Whether this validation is a tolerant read (:meth:`SnakeRecord.load`)."""
     return isinstance(info.context, dict) and bool(info.context.get(_TOLERANT))
 
 
@@ -59,16 +60,20 @@ class SnakeRecord(BaseModel):
             return handler(value)
         except ValidationError:
             field = cls.model_fields.get(info.field_name or "")
-            if not _tolerant(info) or field is None:
+            if not is_tolerant(info) or field is None:
                 raise
             if field.is_required():
                 raise
             return field.get_default(call_default_factory=True, validated_data=None)
 
+    def but(self, **changes: Any) -> Self:
+        """A copy with ``changes``, validated as a constructed record is (``model_copy`` is not)."""
+        return self.model_validate({**dict(self), **changes})
+
     @model_validator(mode="before")
     @classmethod
     def _drop_unknown_when_tolerant(cls, data: object, info: ValidationInfo) -> object:
-        if not (_tolerant(info) and isinstance(data, dict)):
+        if not (is_tolerant(info) and isinstance(data, dict)):
             return data
         known = set(cls.model_fields) | {
             field.alias for field in cls.model_fields.values() if field.alias

@@ -70,7 +70,7 @@ def _delivery(request_id: str) -> tuple[UserRequest, Delivery]:
         records=RECORDS,
         omitted=Omitted(budget=1, duplicate=1, in_memo=3),
         tokens=99,
-        queries=QUERIES,
+        queries=dict(QUERIES),
     )
     return UserRequest(request_id, "s1", "q"), Delivery("delivered", BODY, details)
 

@@ -372,7 +372,7 @@ class MemoryEngine:
     def _failed(self, request: UserRequest, outcome: Outcome, reason: str) -> Delivery:
         scope = self.scope()
         details = DeliveryDetails(
-            request.request_id,
+            request_id=request.request_id,
             scope_id=None if scope is None else scope.scope_id,
             bank_id=None if scope is None else scope.bank_id,
         )

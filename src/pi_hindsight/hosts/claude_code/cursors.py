@@ -46,10 +46,6 @@ class Cursor(Record):
     # (st_dev, st_ino): another file resets the cursor
     file_id: tuple[Count, Count] | None = None
 
-    def but(self, **changes: object) -> Cursor:
-        """A copy with ``changes`` (validated, as a constructed cursor is)."""
-        return Cursor.model_validate(self.model_dump() | changes)
-
     def restarted(self) -> Cursor:
         """The same transcript path now names another file: from its start."""
         return self.but(offset=0, planned=None, open_tools={}, file_id=None)

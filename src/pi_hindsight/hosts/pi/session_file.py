@@ -65,7 +65,7 @@ class SessionEntry:
 
     @property
     def delivery(self) -> DeliveryDetails | None:
-        return DeliveryDetails.from_json(self.details) if self.is_memory else None
+        return DeliveryDetails.load_or_none(self.details) if self.is_memory else None
 
     def transcript(self) -> TranscriptEntry:
         return TranscriptEntry(
