@@ -156,7 +156,10 @@ def test_delivered_lines_match_records_only_when_the_layout_does() -> None:
     # The memo's own list items are not records; a count that does not match shows none.
     assert delivered_lines(BODY, 3) == (None, None, None)
     assert delivered_lines(None, 1) == (None,)
-    assert why_it_came(DeliveredItem("x", "project")) == "type unknown · no recall scores kept"
+    assert (
+        why_it_came(DeliveredItem(record_id="x", section="project"))
+        == "type unknown · no recall scores kept"
+    )
 
 
 def test_a_schema_1_ledger_migrates_with_its_records_intact(isolated_dirs: Path) -> None:

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from pydantic import Field
+
+from pi_hindsight.records import Record
 from pi_hindsight.stores.evidence.held import HeldItem
 
 Outcome = Literal[
@@ -56,12 +59,11 @@ class MemoInfo:
     refreshed_at: str | None = None
 
 
-@dataclass(frozen=True)
-class DeliveredItem:
+class DeliveredItem(Record):
     """One record a delivery gave the model, as the ledger keeps it (R-RECALL-4: what the block
     did not show is not lost). The engine's ``DeliveredRecord``, in the store's terms."""
 
-    record_id: str
+    record_id: str = Field(alias="id")
     section: str  # project, user
     key: str | None = None
     type: str | None = None
@@ -73,22 +75,7 @@ class DeliveredItem:
     duplicate_ids: tuple[str, ...] = ()  # same-text records left out as duplicates of it
     # Why recall returned it: Hindsight's scores (final, reranker, semantic, keyword; {} for
     # records kept before scores were, or recall gave none).
-    scores: Mapping[str, float] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.record_id,
-            "section": self.section,
-            "key": self.key,
-            "type": self.type,
-            "documentId": self.document_id,
-            "chunkId": self.chunk_id,
-            "occurred": self.occurred,
-            "context": self.context,
-            "shown": list(self.shown),
-            "duplicateIds": list(self.duplicate_ids),
-            "scores": dict(self.scores),
-        }
+    scores: dict[str, float] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
