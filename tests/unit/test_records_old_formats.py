@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pi_hindsight.engine.budget import PAUSE_FILE, read_pause, resume
 from pi_hindsight.errors import CorruptStateError
 from pi_hindsight.hosts.claude_code.cursors import Cursor, CursorStore
 from pi_hindsight.launcher.procs import ProcessIdentity
@@ -152,3 +153,25 @@ def test_an_old_set_aside_record_loads_and_is_written_back_unchanged(tmp_path: P
     written = json.loads(record.path.read_text())
     expected = {**OLD_SET_ASIDE["events"][0], "acknowledged_at": acknowledged.acknowledged_at}
     assert written == {"format": OLD_SET_ASIDE["format"], "events": [expected]}
+
+
+def test_an_old_budget_pause_file_loads_and_resumes(tmp_path: Path) -> None:
+    # retain-budget.json as release 2026-12-03 wrote it.
+    old = {
+        "paused": {"pi-coding": {"since": 1764756000.0, "tokens": 120000, "budget": 100000}},
+        "resumed": {"other-bank": 1764750000.0},
+    }
+    (tmp_path / PAUSE_FILE).write_text(json.dumps(old, indent=2))
+    pause = read_pause(tmp_path, "pi-coding")
+    assert pause is not None and (pause.tokens, pause.budget) == (120000, 100000)
+    assert pause.to_json() == {
+        "bankId": "pi-coding",
+        "since": 1764756000.0,
+        "tokens": 120000,
+        "budget": 100000,
+    }
+    assert resume(tmp_path, now=1764757000.0) == ["pi-coding"]
+    assert json.loads((tmp_path / PAUSE_FILE).read_text()) == {
+        "paused": {},
+        "resumed": {"other-bank": 1764750000.0, "pi-coding": 1764757000.0},
+    }
