@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import Field
+
+from pi_hindsight.records import Record
 from pi_hindsight.stores.evidence.held import HeldItem
 from pi_hindsight.stores.evidence.schema import (
     DeliveredItem,
@@ -25,28 +28,16 @@ Reading = Literal[
 ]
 
 
-@dataclass(frozen=True)
-class TranscriptEntry:
+class TranscriptEntry(Record):
     """One entry of a host's conversation record, as ``explain`` shows it."""
 
     entry_id: str
-    kind: str  # the host's entry type (a message, a compaction, …)
+    kind: str = Field(alias="type")  # the host's entry type (a message, a compaction, …)
     role: str | None
-    message_kind: str | None
+    message_kind: str | None  # the host's type of a message of its own (Pi's customType)
     timestamp: str | None
     line: int
     text: str  # readable: text, with tool calls and results as one-line mentions
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "entryId": self.entry_id,
-            "type": self.kind,
-            "role": self.role,
-            "messageKind": self.message_kind,
-            "timestamp": self.timestamp,
-            "line": self.line,
-            "text": self.text,
-        }
 
 
 @dataclass(frozen=True)
