@@ -34,7 +34,7 @@ class TranscriptEntry(Record):
     entry_id: str
     kind: str = Field(alias="type")  # the host's entry type (a message, a compaction, …)
     role: str | None
-    message_kind: str | None  # the host's type of a message of its own (Pi's customType)
+    message_kind: str | None  # the host's type of a message of its own
     timestamp: str | None
     line: int
     text: str  # readable: text, with tool calls and results as one-line mentions
