@@ -57,9 +57,7 @@ def test_the_choice(
     )
     assert (chosen.provider, chosen.download) == (provider, download)
     assert why in chosen.why
-    assert Reranker.from_json(chosen.to_json()) == Reranker(
-        chosen.provider, chosen.why, chosen.model
-    )
+    assert Reranker.load(chosen.to_json()) == chosen
 
 
 def test_the_cache_is_read_on_disk(tmp_path: Path) -> None:

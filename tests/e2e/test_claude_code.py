@@ -97,7 +97,7 @@ def test_a_fact_in_one_session_reaches_the_next_and_evidence_is_honest(
         assert json.dumps(body["body"], ensure_ascii=False)[1:-1] in sent
     shown = json.loads(claude_world.cli("evidence", "show", record["requestId"], "--json").stdout)
     assert shown["body"] == memory  # what was recorded is what reached the provider
-    transcript = Path(record["sessionFile"])
+    transcript = Path(record["transcriptPath"])
     [attachment] = [
         a
         for a in _attachments(transcript, "hook_additional_context")

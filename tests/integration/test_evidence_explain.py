@@ -107,7 +107,7 @@ def test_explain_pairs_each_request_with_its_real_pi_conversation(
                     f"req-{n}",
                     outcome="delivered",
                     session_id=item["sessionId"],
-                    session_file=item["sessionFile"],
+                    transcript_path=item["sessionFile"],
                     scope_id="project:alpha",
                     bank_ids=["pi-coding"],
                     body=_body(n),
@@ -124,7 +124,7 @@ def test_explain_pairs_each_request_with_its_real_pi_conversation(
                 "req-3",
                 outcome="nothing_found",
                 session_id=third["sessionId"],
-                session_file=None,  # found through the agent dir by session id
+                transcript_path=None,  # found through the agent dir by session id
                 scope_id="project:alpha",
                 bank_ids=["pi-coding"],
                 prepared_at=third["at"],
@@ -169,7 +169,7 @@ def test_explain_pairs_each_request_with_its_real_pi_conversation(
         assert third_detail is not None
         miss = explain(third_detail, session_file=None, agent_dir=agent)
         assert miss.diagnosis.reading == "search_miss"
-        assert miss.session_file == str(session_file)
+        assert miss.transcript_path == str(session_file)
         assert miss.trace is not None and miss.trace.matched_by == "time"
         assert miss.trace.user_entry is not None
         assert miss.trace.user_entry.text == "NOMEM what time is it"

@@ -293,7 +293,7 @@ def test_a_damaged_evidence_log_is_reported_not_silent(tmp_path: Path) -> None:
         ledger = EvidenceLedger(Path(sys.argv[1]), retention_days=30, cap_bytes=50_000_000)
         for n in range(60):
             ledger.record_prepared(PreparedRecord(f"r{n}", outcome="nothing_found", session_id="s",
-                                   scope_id=None, bank_ids=(), session_file=None, reason=None,
+                                   scope_id=None, bank_ids=(), transcript_path=None, reason=None,
                                    body=None, record_ids=(), omitted=0, tokens=0, recall_ms=1,
                                    total_ms=1))
         print("committed", flush=True)

@@ -60,10 +60,10 @@ def test_prepared_attached_confirmed_are_three_separate_facts(ledger: EvidenceLe
     assert after_attach is not None and after_attach.record.attached is True
     assert after_attach.record.entry_id is None
     # The Pi entry id and session file arrive later; they fill in, the attach time stays.
-    assert ledger.mark_attached("req-1", entry_id="b8a32b24", session_file="/s/x.jsonl")
+    assert ledger.mark_attached("req-1", entry_id="b8a32b24", transcript_path="/s/x.jsonl")
     later = ledger.show("req-1")
     assert later is not None
-    assert later.record.entry_id == "b8a32b24" and later.record.session_file == "/s/x.jsonl"
+    assert later.record.entry_id == "b8a32b24" and later.record.transcript_path == "/s/x.jsonl"
     assert later.record.attached_at == after_attach.record.attached_at
 
     assert ledger.mark_confirmed("req-1", True, payload_bytes=12_345)

@@ -70,7 +70,7 @@ def _delivery(request_id: str) -> tuple[UserRequest, Delivery]:
         records=RECORDS,
         omitted=Omitted(budget=1, duplicate=1, in_memo=3),
         tokens=99,
-        queries=QUERIES,
+        queries=dict(QUERIES),
     )
     return UserRequest(request_id, "s1", "q"), Delivery("delivered", BODY, details)
 
@@ -156,7 +156,10 @@ def test_delivered_lines_match_records_only_when_the_layout_does() -> None:
     # The memo's own list items are not records; a count that does not match shows none.
     assert delivered_lines(BODY, 3) == (None, None, None)
     assert delivered_lines(None, 1) == (None,)
-    assert why_it_came(DeliveredItem("x", "project")) == "type unknown · no recall scores kept"
+    assert (
+        why_it_came(DeliveredItem(record_id="x", section="project"))
+        == "type unknown · no recall scores kept"
+    )
 
 
 def test_a_schema_1_ledger_migrates_with_its_records_intact(isolated_dirs: Path) -> None:
@@ -191,7 +194,7 @@ def test_a_schema_1_ledger_migrates_with_its_records_intact(isolated_dirs: Path)
     finally:
         ledger.close()
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == len(SCHEMA.migrations) == 5
+    assert version == len(SCHEMA.migrations) == 6
 
 
 def test_a_schema_2_ledger_keeps_its_per_record_rows_without_scores(isolated_dirs: Path) -> None:

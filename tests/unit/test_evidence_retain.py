@@ -56,7 +56,7 @@ def test_a_schema_4_ledger_upgrades_and_records_the_retain_decision(isolated_dir
     assert (thanks.record.retain, thanks.record.retain_reason) == ("skipped", "acknowledgement")
     assert (listed["fact-1"].retain, listed["fact-1"].retain_reason) == ("queued", None)
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == len(SCHEMA.migrations) == 5
+    assert version == len(SCHEMA.migrations) == 6
 
     runner = CliRunner()
     shown = json.loads(runner.invoke(cli, ["evidence", "show", "thanks-1", "--json"]).stdout)

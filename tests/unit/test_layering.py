@@ -33,12 +33,8 @@ BELOW_HOSTS = (
     "redaction",
     "legacy",
 )
-# Documented exceptions, each with its reason; the ledger's names go with its migration.
+# Documented exceptions, each with its reason.
 HOST_WORD_EXCEPTIONS = {
-    # The evidence ledger's JSON keeps Pi's names until the ledger is renamed with a migration
-    # (issue 19, item 4).
-    "stores/evidence/shapes.py",
-    "stores/evidence/diagnosis.py",
     # Reads the TypeScript Pi extension's evidence files and config keys: Pi's names by nature.
     "legacy/evidence_formats.py",
 }

@@ -259,20 +259,20 @@ def test_details_round_trip_with_per_record_data_and_the_framing_flag() -> None:
         records=(record,),
         framed=False,
         omitted=Omitted(budget=1, in_memo=2),
-        queries=(("project", "where do deploys go"),),
+        queries={"project": "where do deploys go"},
     )
     data = json.loads(json.dumps(details.to_json()))
     assert data["records"][0]["scores"] == {"final": 1.1, "semantic": 0.43}
     assert data["framed"] is False and data["omitted"]["inMemo"] == 2
-    back = DeliveryDetails.from_json(data)
+    back = DeliveryDetails.load_or_none(data)
     assert back is not None and back.records == (record,) and back.framed is False
     assert back.omitted == Omitted(budget=1, in_memo=2)
-    assert back.queries == (("project", "where do deploys go"),)
+    assert back.queries == {"project": "where do deploys go"}
     # Details written before lean delivery have no "framed": those blocks all carried it.
-    legacy = DeliveryDetails.from_json({"requestId": "old", "recordIds": ["m1"]})
+    legacy = DeliveryDetails.load_or_none({"requestId": "old", "recordIds": ["m1"]})
     assert legacy is not None and legacy.framed and legacy.records == ()
     # Unreadable per-record entries are skipped, not fatal.
-    odd = DeliveryDetails.from_json(
+    odd = DeliveryDetails.load_or_none(
         {
             "requestId": "x",
             "records": [1, {"key": "k"}, {"id": "a", "scores": {"final": "high"}}],
@@ -280,7 +280,7 @@ def test_details_round_trip_with_per_record_data_and_the_framing_flag() -> None:
         }
     )
     assert odd is not None and [r.id for r in odd.records] == ["a"]
-    assert odd.records[0].scores is None and odd.queries == ()
+    assert odd.records[0].scores is None and odd.queries == {}
 
 
 def test_the_host_names_its_own_retain_wording() -> None:

@@ -227,7 +227,7 @@ def test_held_back_records_are_kept_with_scores_and_reason_and_counted(
         bank_ids=("pi-coding",),
         omitted=Omitted(relevance=count),
         held=tuple(held),
-        queries=(("project", "Which tool applies database migrations?"),),
+        queries={"project": "Which tool applies database migrations?"},
     )
     assert "held" not in details.to_json()  # never in the host's message details
     delivery = Delivery("nothing_found", None, details, reason="nothing cleared the bars")

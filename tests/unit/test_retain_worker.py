@@ -62,11 +62,11 @@ class ScriptedHindsight:
     async def close(self) -> None:
         return None
 
-    async def health(self, *, timeout: float) -> dict[str, Any]:
+    async def health(self, *, timeout: float) -> str:
         self.health_checks += 1
         if self.health_errors:
             raise self.health_errors.pop(0)
-        return {"status": "healthy"}
+        return "healthy"
 
     async def bank_exists(self, bank: str, *, timeout: float) -> bool:
         self.bank_lookups += 1

@@ -30,7 +30,13 @@ from pi_hindsight.errors import (
 )
 from pi_hindsight.launcher import access, server_control
 from pi_hindsight.launcher import hindsight as hs
-from pi_hindsight.launcher.server_record import ServerPaths, ServerRecord, load_record, save_record
+from pi_hindsight.launcher.server_record import (
+    ServerAuth,
+    ServerPaths,
+    ServerRecord,
+    load_record,
+    save_record,
+)
 
 KEY = "team-0123456789abcdefghij"
 
@@ -249,6 +255,18 @@ def test_the_tenant_extension_comes_only_from_the_launcher() -> None:
     assert keyed["HINDSIGHT_API_HOST"] == "0.0.0.0"
 
 
+def _record(state: Path, host: str, port: int, auth: ServerAuth | None = None) -> ServerRecord:
+    return ServerRecord(
+        state_dir=state,
+        llm="offline",
+        started_at="now",
+        phase="running",
+        host=host,
+        port=port,
+        auth=auth,
+    )
+
+
 def test_the_record_keeps_the_variables_name_and_reads_old_records(tmp_path: Path) -> None:
     paths = ServerPaths(tmp_path)
     paths.ensure()
@@ -259,7 +277,7 @@ def test_the_record_keeps_the_variables_name_and_reads_old_records(tmp_path: Pat
         phase="running",
         host="0.0.0.0",
         port=4321,
-        api_key_env="TEAM_KEY",
+        auth=ServerAuth(api_key_env="TEAM_KEY"),
     )
     save_record(paths, record)
     assert record.base_url == "http://127.0.0.1:4321"  # reached through loopback
@@ -274,13 +292,13 @@ def test_the_record_keeps_the_variables_name_and_reads_old_records(tmp_path: Pat
     paths.record.write_text(json.dumps(old))
     with pytest.raises(CorruptStateError):
         load_record(paths)
-    v6 = ServerRecord(tmp_path, "offline", "now", "running", "::", 9)
+    v6 = _record(tmp_path, "::", 9)
     assert v6.base_url == "http://[::1]:9"
 
 
 def test_a_running_server_is_reused_only_with_the_access_it_was_asked_for(tmp_path: Path) -> None:
-    keyless = ServerRecord(tmp_path, "offline", "now", "running", "127.0.0.1", 1)
-    keyed = ServerRecord(tmp_path, "offline", "now", "running", "127.0.0.1", 1, api_key_env="K")
+    keyless = _record(tmp_path, "127.0.0.1", 1)
+    keyed = _record(tmp_path, "127.0.0.1", 1, auth=ServerAuth(api_key_env="K"))
     with pytest.raises(LauncherError, match="without an API key"):
         server_control._check_reused_auth(keyless, "K")
     with pytest.raises(LauncherError, match="with an API key") as caught:

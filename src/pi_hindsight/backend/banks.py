@@ -10,7 +10,6 @@ bank, while ``PATCH /banks/{b}/config`` would create the bank.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from hindsight_client_api.api.banks_api import BanksApi
 from hindsight_client_api.api.monitoring_api import MonitoringApi
@@ -21,11 +20,13 @@ from pi_hindsight.backend.records import MISSION_KEYS, BankConfig, BankMissions,
 
 
 class Banks(Resource):
-    async def health(self, *, timeout: float) -> dict[str, Any]:
+    async def health(self, *, timeout: float) -> str:
+        """The server's own word for its state ("healthy"); raises when it does not answer."""
         api = self._client.api(MonitoringApi)
         async with self._client.call("health check", None, timeout):
             result = await api.health_endpoint_health_get(_request_timeout=timeout)
-            return result if isinstance(result, dict) else {"status": str(result)}
+            status = result.get("status") if isinstance(result, dict) else result
+            return str(status)
 
     async def bank_exists(self, bank: str, *, timeout: float) -> bool:
         """From the listing filtered by id (exact match on ``bank_id``): see the module doc."""

@@ -43,7 +43,9 @@ class MemoryBackend(Protocol):
 
     # -- the server and its banks ----------------------------------------------------------
 
-    async def health(self, *, timeout: float) -> dict[str, Any]: ...
+    async def health(self, *, timeout: float) -> str:
+        """The server's word for its state ("healthy"); raises when it does not answer."""
+        ...
 
     async def bank_exists(self, bank: str, *, timeout: float) -> bool:
         """From the bank listing: several endpoints answer for a missing bank (some create it)."""

@@ -241,7 +241,7 @@ def _print_record(record: EvidenceRecord) -> None:
         ),
         ("scope", f"{record.scope_id or '-'}  banks {', '.join(record.bank_ids) or '-'}"),
         ("session", f"{record.session_id or '-'}  entry {record.entry_id or '-'}"),
-        ("session file", record.session_file or "-"),
+        ("session file", record.transcript_path or "-"),
         (
             "records",
             f"{record.record_count} delivered, omitted: {_omitted(record)}"
@@ -387,7 +387,7 @@ def _print_explanation(result: Explanation) -> None:
     for note in result.diagnosis.notes:
         click.echo(f"  note: {note}")
     click.echo("")
-    click.echo(f"session file: {result.session_file or '-'}")
+    click.echo(f"session file: {result.transcript_path or '-'}")
     if result.session_problem:
         click.echo(f"  ({result.session_problem}; the conversation cannot be shown)")
     trace = result.trace

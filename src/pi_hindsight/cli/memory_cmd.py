@@ -49,7 +49,7 @@ async def _call(
         SessionInfo(
             session_id=f"cli-{uuid.uuid4()}",
             cwd=cwd,
-            session_file=None,
+            transcript_path=None,
             has_ui=False,
             reason="cli",
         )

@@ -17,10 +17,10 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+
+from pydantic import Field, StrictInt
 
 from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.engine.usage import Spend
@@ -30,6 +30,7 @@ from pi_hindsight.errors import (
     BankNotFound,
     PiHindsightError,
 )
+from pi_hindsight.records import Record
 
 logger = logging.getLogger(__name__)
 
@@ -39,12 +40,13 @@ RESUME_FOR_S = 86_400.0  # `outbox resume` sets the budget aside this long
 RESUME_HINT = "`pi-hindsight outbox resume`, or raise retain.dailyTokenBudget"
 
 
-@dataclass(frozen=True)
-class BudgetPause:
+class BudgetPause(Record):
+    """A bank's pause, as status shows it (``to_json``)."""
+
     bank_id: str
     since: float
-    tokens: int
-    budget: int
+    tokens: StrictInt
+    budget: StrictInt
 
     def describe(self) -> str:
         when = datetime.fromtimestamp(self.since).astimezone().isoformat(timespec="seconds")
@@ -55,77 +57,78 @@ class BudgetPause:
             "24 h fall under the budget"
         )
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "bankId": self.bank_id,
-            "since": self.since,
-            "tokens": self.tokens,
-            "budget": self.budget,
-        }
+
+class PauseEntry(Record):
+    since: float
+    tokens: StrictInt
+    budget: StrictInt
+
+
+class PauseFile(Record):
+    """``retain-budget.json``: the paused banks, and when each was resumed by hand. Read
+    tolerantly: a part that does not read is empty (the next check rewrites the file whole)."""
+
+    paused: dict[str, PauseEntry] = Field(default_factory=dict)
+    resumed: dict[str, float] = Field(default_factory=dict)
 
 
 def _path(state_dir: Path) -> Path:
     return state_dir / PAUSE_FILE
 
 
-def _load(state_dir: Path) -> dict[str, Any]:
+def _load(state_dir: Path) -> PauseFile:
     """The pause file, or empty; a damaged one (bad bytes, deep nesting, wrong shapes) is read as
     no pause, with a warning naming it: the next check rewrites it whole."""
     path = _path(state_dir)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return {}
+        return PauseFile()
     except (OSError, ValueError, RecursionError) as error:
         logger.warning("ignoring damaged %s (%s); the next budget check rewrites it", path, error)
-        return {}
-    if not isinstance(data, dict):
+        return PauseFile()
+    loaded = PauseFile.load_or_none(data)
+    if loaded is None:
         logger.warning("ignoring damaged %s (not an object)", path)
-        return {}
-    return {key: data[key] for key in ("paused", "resumed") if isinstance(data.get(key), dict)}
+        return PauseFile()
+    return loaded
 
 
-def _save(state_dir: Path, data: dict[str, Any]) -> None:
+def _save(state_dir: Path, data: PauseFile) -> None:
     path = _path(state_dir)
     temporary = path.with_suffix(f".{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    temporary.write_text(json.dumps(data.to_json(), indent=2), encoding="utf-8")
     temporary.replace(path)
 
 
 def read_pause(state_dir: Path, bank: str) -> BudgetPause | None:
     """The bank's pause as the last check recorded it (any process), or None."""
-    entry = _load(state_dir).get("paused", {}).get(bank)
-    if not isinstance(entry, dict):
+    entry = _load(state_dir).paused.get(bank)
+    if entry is None:
         return None
-    try:
-        return BudgetPause(bank, float(entry["since"]), int(entry["tokens"]), int(entry["budget"]))
-    except (KeyError, TypeError, ValueError):
-        return None
+    return BudgetPause(bank_id=bank, since=entry.since, tokens=entry.tokens, budget=entry.budget)
 
 
 def resume(state_dir: Path, now: float | None = None) -> list[str]:
     """``outbox resume``: set the budget aside for every paused bank for 24 hours; the banks."""
     data = _load(state_dir)
-    paused = sorted(data.get("paused", {}))
+    paused = sorted(data.paused)
     at = time.time() if now is None else now
-    data["resumed"] = {**data.get("resumed", {}), **dict.fromkeys(paused, at)}
-    data["paused"] = {}
-    _save(state_dir, data)
+    _save(state_dir, data.but(resumed={**data.resumed, **dict.fromkeys(paused, at)}, paused={}))
     return paused
 
 
 def _record(state_dir: Path, bank: str, pause: BudgetPause | None) -> None:
     data = _load(state_dir)
-    paused = dict(data.get("paused", {}))
+    paused = dict(data.paused)
     if pause is None:
         if bank not in paused:
             return
         del paused[bank]
     else:
-        paused[bank] = {"since": pause.since, "tokens": pause.tokens, "budget": pause.budget}
-    data["paused"] = paused
+        paused[bank] = PauseEntry(since=pause.since, tokens=pause.tokens, budget=pause.budget)
     try:
-        _save(state_dir, data)
+        _save(state_dir, data.but(paused=paused))
     except OSError as error:  # status then shows the in-process state only
         logger.warning("could not record the retain budget pause: %s", error)
 
@@ -154,8 +157,8 @@ class BudgetGate:
         self._decided = False  # a first answer came from the server
 
     def _resumed(self, now: float) -> bool:
-        at = _load(self.state_dir).get("resumed", {}).get(self.bank)
-        return isinstance(at, int | float) and now - float(at) < RESUME_FOR_S
+        at = _load(self.state_dir).resumed.get(self.bank)
+        return at is not None and now - at < RESUME_FOR_S
 
     async def __call__(self) -> str | None:
         if time.monotonic() - self._checked_at >= self.check_every_s:
@@ -190,7 +193,7 @@ class BudgetGate:
             self._set(None)
             return None
         since = self.pause.since if self.pause is not None else now
-        self._set(BudgetPause(self.bank, since, tokens, self.budget))
+        self._set(BudgetPause(bank_id=self.bank, since=since, tokens=tokens, budget=self.budget))
         return None
 
     async def _tokens(self, backend: MemoryBackend) -> int:

@@ -215,7 +215,7 @@ class Deliverer:
         base = DeliveryDetails(request_id=request.request_id)
         if scope is None:
             return _outcome("not_registered", base, reason=off_reason or "memory is off")
-        details = dataclasses.replace(base, scope_id=scope.scope_id, bank_id=scope.bank_id)
+        details = base.but(scope_id=scope.scope_id, bank_id=scope.bank_id)
         if not (settings.project_recall and settings.memo.enabled and settings.memo.max_tokens):
             return _outcome("skipped", details, reason="the startup memo is off in this profile")
         timeout = settings.recall.timeout_ms / 1000
@@ -248,7 +248,7 @@ class Deliverer:
             }.get(memo.status, f"no startup memo yet ({memo.status})")
             delivery = dataclasses.replace(delivery, outcome="nothing_found", reason=why)
         elapsed = round((time.perf_counter() - started) * 1000, 1)
-        timed = dataclasses.replace(delivery.details, recall_ms=elapsed, total_ms=elapsed)
+        timed = delivery.details.but(recall_ms=elapsed, total_ms=elapsed)
         return dataclasses.replace(delivery, details=timed).with_notices(notices)
 
     async def prepare(
@@ -266,7 +266,7 @@ class Deliverer:
         base = DeliveryDetails(request_id=request.request_id)
         if scope is None:
             return _outcome("not_registered", base, reason=off_reason or "memory is off")
-        details = dataclasses.replace(base, scope_id=scope.scope_id, bank_id=scope.bank_id)
+        details = base.but(scope_id=scope.scope_id, bank_id=scope.bank_id)
         declined = _no_recall(request, settings, details)
         if declined is not None:
             return declined
@@ -280,7 +280,7 @@ class Deliverer:
         if not query:
             return _outcome("skipped", details, reason="empty prompt")
         query = redact_text(query)  # a secret in the prompt is not sent to recall either
-        details = dataclasses.replace(details, queries=_queries(settings, query))
+        details = details.but(queries=dict(_queries(settings, query)))
         timeout = recall.timeout_ms / 1000
         try:
             backend = await self.connection.backend(settings)
@@ -308,8 +308,7 @@ class Deliverer:
         delivery = self._compose(
             scope, settings, memory, fetched, details, host_frames=request.host_states_framing
         )
-        timed = dataclasses.replace(
-            delivery.details,
+        timed = delivery.details.but(
             recall_ms=recall_ms,
             total_ms=round((time.perf_counter() - started) * 1000, 1),
         )
@@ -475,8 +474,7 @@ class Deliverer:
             corrected=fetched.corrected,
             relevance=fetched.held_count,
         )
-        details = dataclasses.replace(
-            details,
+        details = details.but(
             bank_ids=tuple(bank_ids),
             memo_status=None if memo is None else memo.status,
             omitted=omitted,
@@ -506,14 +504,14 @@ class Deliverer:
                     "nothing_found", details, reason="recall found nothing in scope"
                 )
             return delivery.with_notices(notices)
-        details = dataclasses.replace(
-            details,
+        details = details.but(
             record_ids=block.record_ids,
             record_keys=block.record_keys,
             records=block.records,
             framed=block.framed,
             tokens=block.tokens,
-            memo=memo_used,
+            memo_id=None if memo_used is None else memo_used.memo_id,
+            memo_refreshed_at=None if memo_used is None else memo_used.refreshed_at,
             memo_version=memo_version,
         )
         shown = Shown(

@@ -225,7 +225,7 @@ class MemoryEngine:
         if self._read_context is None:
             return
         turns = max(4, self.settings.recall.context_turns * 2)
-        loaded = await asyncio.to_thread(self._read_context, session.info.session_file, turns)
+        loaded = await asyncio.to_thread(self._read_context, session.info.transcript_path, turns)
         session.take_context(loaded)
 
     async def compacted(self) -> None:
@@ -374,7 +374,7 @@ class MemoryEngine:
     def _failed(self, request: UserRequest, outcome: Outcome, reason: str) -> Delivery:
         scope = self.scope()
         details = DeliveryDetails(
-            request.request_id,
+            request_id=request.request_id,
             scope_id=None if scope is None else scope.scope_id,
             bank_id=None if scope is None else scope.bank_id,
         )
@@ -384,15 +384,15 @@ class MemoryEngine:
         session = self._session
         if session is not None:
             session.last_outcome, session.last_reason = delivery.outcome, delivery.reason
-        session_file = session.info.session_file if session else None
-        self.recorder.prepared(request, delivery, session_file)  # written after the answer
+        transcript_path = session.info.transcript_path if session else None
+        self.recorder.prepared(request, delivery, transcript_path)  # written after the answer
         return self.recorder.take_notices()
 
     async def memory_attached(
-        self, request_id: str, *, entry_id: str | None = None, session_file: str | None = None
+        self, request_id: str, *, entry_id: str | None = None, transcript_path: str | None = None
     ) -> None:
         """The host saw the delivered block in its context (the entry holding it, if known)."""
-        await self.recorder.attached(request_id, entry_id=entry_id, session_file=session_file)
+        await self.recorder.attached(request_id, entry_id=entry_id, transcript_path=transcript_path)
 
     async def delivery_confirmed(
         self, request_id: str, confirmed: bool, payload_bytes: int | None
@@ -404,7 +404,7 @@ class MemoryEngine:
         session = self._session
         if turn.memory_entry_id is not None:
             await self.recorder.attached(
-                turn.request_id, entry_id=turn.memory_entry_id, session_file=turn.session_file
+                turn.request_id, entry_id=turn.memory_entry_id, transcript_path=turn.transcript_path
             )
         if session is not None:
             session.remember_turn(

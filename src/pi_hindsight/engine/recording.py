@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 
 def prepared_record(
-    request: UserRequest, delivery: Delivery, session_file: str | None
+    request: UserRequest, delivery: Delivery, transcript_path: str | None
 ) -> PreparedRecord:
     """What the ledger keeps of one request's delivery (the body only when delivered)."""
     details = delivery.details
@@ -65,7 +65,7 @@ def prepared_record(
         session_id=request.session_id,
         scope_id=details.scope_id,
         bank_ids=details.bank_ids,
-        session_file=session_file,
+        transcript_path=transcript_path,
         reason=delivery.reason,
         body=delivery.text,
         record_ids=details.record_ids,
@@ -152,7 +152,9 @@ class EvidenceRecorder:
             return self._failed(error)
         return ()
 
-    def prepared(self, request: UserRequest, delivery: Delivery, session_file: str | None) -> None:
+    def prepared(
+        self, request: UserRequest, delivery: Delivery, transcript_path: str | None
+    ) -> None:
         """Queue the request's record for the store thread, after the answer (module doc), and
         return at once."""
         ledger = self._state.evidence
@@ -161,7 +163,7 @@ class EvidenceRecorder:
 
         def write() -> StateError | None:
             try:
-                ledger.record_prepared(prepared_record(request, delivery, session_file))
+                ledger.record_prepared(prepared_record(request, delivery, transcript_path))
             except StateError as error:
                 return error
             return None
@@ -204,11 +206,11 @@ class EvidenceRecorder:
             await asyncio.wait(set(self._writing))
 
     async def attached(
-        self, request_id: str, *, entry_id: str | None = None, session_file: str | None = None
+        self, request_id: str, *, entry_id: str | None = None, transcript_path: str | None = None
     ) -> tuple[Notice, ...]:
         return await self._call(
             lambda ledger: ledger.mark_attached(
-                request_id, entry_id=entry_id, session_file=session_file
+                request_id, entry_id=entry_id, transcript_path=transcript_path
             )
         )
 

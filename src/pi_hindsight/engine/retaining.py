@@ -105,7 +105,12 @@ class Retainer:
         """Not sent (no knowledge in it): the outbox says which and why; fails open."""
         logger.info("request %s not retained: %s", turn.request_id, skip.reason)
         skipped = SkippedRequest(
-            turn.session_id, turn.request_id, scope.bank_id, skip.reason, skip.chars, time.time()
+            session_id=turn.session_id,
+            request_id=turn.request_id,
+            bank_id=scope.bank_id,
+            reason=skip.reason,
+            chars=skip.chars,
+            created_at=time.time(),
         )
         try:
             outbox = await self._state.open_outbox()

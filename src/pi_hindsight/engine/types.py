@@ -1,22 +1,26 @@
 """The engine's typed contract: what a host hands in and what it gets back.
 
 Frozen records, host-neutral: a host adapter (``hosts/…``) builds the inputs from its own shapes
-and turns the outputs into its own; JSON exists only at the edges (``to_json`` where a host
-persists or sends a record, ``from_json`` where it reads one back — tolerant, since a host's files
-outlive versions). docs/adr/0008-typed-engine-contract.md says why.
+and turns the outputs into its own; JSON exists only at the edges. The records a host persists
+or sends (``DeliveryDetails`` and what it holds) are pydantic models (``records.py``): ``to_json``
+where a host persists or sends one, ``load`` where it reads one back — tolerant, since a host's
+files outlive versions. docs/adr/0008-typed-engine-contract.md and 0010 say why.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import Field, StrictInt, ValidationInfo, model_validator
 
 from pi_hindsight.backend.records import RecallScores
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.turn_text import TurnMessage
+from pi_hindsight.records import Record, is_tolerant
 
 # Every request ends in exactly one of these (R-RECALL-6 / issue 5): visible in status and evidence.
 # ``not_user_request``: a run the host started for something other than the user (another
@@ -98,7 +102,7 @@ class HostFacts:
 class SessionInfo:
     session_id: str
     cwd: Path  # the directory the session started in (kept for the session's life)
-    session_file: str | None
+    transcript_path: str | None
     has_ui: bool
     reason: str
 
@@ -139,37 +143,8 @@ class UserRequest:
     host_states_framing: bool = False
 
 
-def _ints(data: Mapping[str, Any], key: str) -> int:
-    value = data.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _str(data: Mapping[str, Any], key: str) -> str | None:
-    value = data.get(key)
-    return value if isinstance(value, str) else None
-
-
-def _strs(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
-    value = data.get(key)
-    if not isinstance(value, list):
-        return ()
-    return tuple(item for item in value if isinstance(item, str) and item)
-
-
-def _pairs(data: object) -> tuple[tuple[str, str], ...]:
-    if not isinstance(data, Mapping):
-        return ()
-    return tuple((str(key), value) for key, value in data.items() if isinstance(value, str))
-
-
-def _number(data: Mapping[str, Any], key: str) -> float | None:
-    value = data.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
 def scores_json(scores: RecallScores | None) -> dict[str, float] | None:
+    """Scores as the ledger keeps them: the arms that have one."""
     if scores is None:
         return None
     values = {
@@ -181,72 +156,32 @@ def scores_json(scores: RecallScores | None) -> dict[str, float] | None:
     return {key: value for key, value in values.items() if value is not None}
 
 
-def scores_from_json(data: object) -> RecallScores | None:
-    """Scores read back; None unless at least ``final`` is a number."""
-    if not isinstance(data, Mapping):
-        return None
-    final = _number(data, "final")
-    if final is None:
-        return None
-    return RecallScores(
-        final=final,
-        reranker=_number(data, "reranker"),
-        semantic=_number(data, "semantic"),
-        keyword=_number(data, "keyword"),
-    )
+Count = Annotated[StrictInt, Field(ge=0)]
 
 
-@dataclass(frozen=True)
-class Omitted:
+class Omitted(Record):
     """Recalled records left out of a delivery, by why."""
 
-    budget: int = 0
-    duplicate: int = 0  # the same text twice in one recall
-    already_delivered: int = 0  # in the visible session context already
-    in_memo: int = 0  # stated by the startup memo in the block, or by the one already visible
-    corrected: int = 0  # held back by a correction in force in this scope
-    relevance: int = 0  # held back by the relevance policy (relevance.py)
-
-    def to_json(self) -> dict[str, int]:
-        data = {
-            "budget": self.budget,
-            "duplicate": self.duplicate,
-            "alreadyDelivered": self.already_delivered,
-            "inMemo": self.in_memo,
-        }
-        if self.corrected:
-            data["corrected"] = self.corrected
-        if self.relevance:
-            data["relevance"] = self.relevance
-        return data
-
-    @classmethod
-    def from_json(cls, data: object) -> Omitted:
-        if not isinstance(data, Mapping):
-            return cls()
-        return cls(
-            _ints(data, "budget"),
-            _ints(data, "duplicate"),
-            _ints(data, "alreadyDelivered"),
-            _ints(data, "inMemo"),
-            _ints(data, "corrected"),
-            _ints(data, "relevance"),
-        )
+    budget: Count = 0
+    duplicate: Count = 0  # the same text twice in one recall
+    already_delivered: Count = 0  # in the visible session context already
+    in_memo: Count = 0  # stated by the startup memo in the block, or by the one already visible
+    corrected: Count = 0  # held back by a correction in force in this scope
+    relevance: Count = 0  # held back by the relevance policy (relevance.py)
 
 
-@dataclass(frozen=True)
-class DeliveredRecord:
+class DeliveredRecord(Record):
     """One record a delivery gave the model, with what its recall carried (R-RECALL-4).
 
     The block shows the model only what informs it (the text, when it happened, an informative
     context or source); everything else is kept here — in the host's message details and in the
-    evidence ledger. New fields (scores, …) go at the end with a default, and into ``to_json`` /
-    ``from_json`` under a new key: hosts keep these records in their files across versions.
+    evidence ledger. New fields (scores, …) get a default: hosts keep these records in their
+    files across versions, and older ones must still load (``DeliveryDetails.load``).
     """
 
     id: str
-    key: str  # engine/memory_block.py record_key of the text
-    section: str  # "project", "user"
+    key: str = ""  # engine/memory_block.py record_key of the text
+    section: str = ""  # "project", "user"
     type: str | None = None  # world, experience, observation
     document_id: str | None = None
     chunk_id: str | None = None
@@ -257,42 +192,6 @@ class DeliveredRecord:
     # their provenance fills what this one lacks.
     duplicate_ids: tuple[str, ...] = ()
     scores: RecallScores | None = None  # why recall returned it (issue 13), as recalled
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"id": self.id, "key": self.key, "section": self.section}
-        optional: dict[str, Any] = {
-            "type": self.type,
-            "documentId": self.document_id,
-            "chunkId": self.chunk_id,
-            "occurred": self.occurred,
-            "context": self.context,
-            "shown": list(self.shown) or None,
-            "duplicateIds": list(self.duplicate_ids) or None,
-            "scores": scores_json(self.scores),
-        }
-        data.update({key: value for key, value in optional.items() if value is not None})
-        return data
-
-    @classmethod
-    def from_json(cls, data: object) -> DeliveredRecord | None:
-        if not isinstance(data, Mapping):
-            return None
-        record_id, key = _str(data, "id"), _str(data, "key")
-        if not record_id:
-            return None
-        return cls(
-            id=record_id,
-            key=key or "",
-            section=_str(data, "section") or "",
-            type=_str(data, "type"),
-            document_id=_str(data, "documentId"),
-            chunk_id=_str(data, "chunkId"),
-            occurred=_str(data, "occurred"),
-            context=_str(data, "context"),
-            shown=_strs(data, "shown"),
-            duplicate_ids=_strs(data, "duplicateIds"),
-            scores=scores_from_json(data.get("scores")),
-        )
 
 
 @dataclass(frozen=True)
@@ -322,10 +221,11 @@ class MemoUse:
     refreshed_at: str | None
 
 
-@dataclass(frozen=True)
-class DeliveryDetails:
+class DeliveryDetails(Record):
     """What a delivery carries besides its text: kept with the host's message (never sent to the
-    model), read back from the host's session record on resume, and recorded as evidence."""
+    model), read back from the host's session record on resume (:meth:`load`: tolerant, as a
+    host's file outlives versions), and recorded as evidence. Its JSON (``to_json``) leaves out
+    what is empty; ``held`` is evidence only and never in it."""
 
     request_id: str
     scope_id: str | None = None
@@ -335,76 +235,45 @@ class DeliveryDetails:
     record_keys: tuple[str, ...] = ()  # engine/memory_block.py record_key, per delivered record
     records: tuple[DeliveredRecord, ...] = ()  # per delivered record, in block order
     framed: bool = False  # the block carries the full framing (R-RECALL-5), not only the mark
-    memo_status: str | None = None  # engine/startup_memo.py MemoStatus, when the memo was fetched
+    # engine/startup_memo.py MemoStatus, when the memo was fetched ("memo" in the JSON)
+    memo_status: str | None = Field(default=None, alias="memo")
     memo_version: str | None = None  # of the memo this delivery included
-    memo: MemoUse | None = None
+    memo_id: str | None = None  # the memo this delivery included, and when it was refreshed
+    memo_refreshed_at: str | None = None
     omitted: Omitted | None = None  # None: recall did not run (or found nothing to compose)
-    tokens: int | None = None
+    tokens: StrictInt | None = None
     recall_ms: float | None = None
     total_ms: float | None = None
-    # The query each recall was sent, redacted as sent (("project", …), ("user", …)).
-    queries: tuple[tuple[str, str], ...] = ()
+    # The query each recall was sent, redacted as sent ({"project": …, "user": …}).
+    queries: dict[str, str] = Field(default_factory=dict)
     # Recalled records the relevance policy held back (evidence only; not in ``to_json``).
-    held: tuple[HeldRecord, ...] = ()
+    held: tuple[HeldRecord, ...] = Field(default=(), exclude=True)
+
+    @property
+    def memo(self) -> MemoUse | None:
+        return None if self.memo_id is None else MemoUse(self.memo_id, self.memo_refreshed_at)
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"requestId": self.request_id}
-        if self.scope_id is not None:
-            data.update(scopeId=self.scope_id, bankId=self.bank_id)
-        optional: dict[str, Any] = {
-            "bankIds": list(self.bank_ids) or None,
-            "memo": self.memo_status,
-            "memoVersion": self.memo_version,
-            "memoId": None if self.memo is None else self.memo.memo_id,
-            "memoRefreshedAt": None if self.memo is None else self.memo.refreshed_at,
-            "omitted": None if self.omitted is None else self.omitted.to_json(),
-            "recordIds": list(self.record_ids) or None,
-            "recordKeys": list(self.record_keys) or None,
-            "records": [record.to_json() for record in self.records] or None,
-            "framed": self.framed,
-            "tokens": self.tokens,
-            "recallMs": self.recall_ms,
-            "totalMs": self.total_ms,
-            "queries": dict(self.queries) or None,
-        }
-        data.update({key: value for key, value in optional.items() if value is not None})
-        return data
+        data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return {key: value for key, value in data.items() if value not in ([], {})}
 
+    @model_validator(mode="before")
     @classmethod
-    def from_json(cls, data: object) -> DeliveryDetails | None:
-        """Read details back (from a host's session record): whatever is readable is kept, an
-        unreadable field is left at its default; None when ``data`` is not an object."""
-        if not isinstance(data, Mapping):
-            return None
-        memo_id = _str(data, "memoId")
-        tokens = data.get("tokens")
-        raw_records = data.get("records")
-        records = tuple(
-            record
-            for item in (raw_records if isinstance(raw_records, list) else ())
-            if (record := DeliveredRecord.from_json(item)) is not None
-        )
-        framed = data.get("framed")
-        return cls(
-            request_id=_str(data, "requestId") or "",
-            scope_id=_str(data, "scopeId"),
-            bank_id=_str(data, "bankId"),
-            bank_ids=_strs(data, "bankIds"),
-            record_ids=_strs(data, "recordIds"),
-            record_keys=_strs(data, "recordKeys"),
-            records=records,
-            # Details written before blocks were framed once carry no "framed": every one of
-            # those blocks carried the full framing.
-            framed=framed if isinstance(framed, bool) else "framed" not in data,
-            memo_status=_str(data, "memo"),
-            memo_version=_str(data, "memoVersion"),
-            memo=None if memo_id is None else MemoUse(memo_id, _str(data, "memoRefreshedAt")),
-            omitted=Omitted.from_json(data["omitted"]) if "omitted" in data else None,
-            tokens=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
-            recall_ms=_number(data, "recallMs"),
-            total_ms=_number(data, "totalMs"),
-            queries=_pairs(data.get("queries")),
-        )
+    def _as_older_versions_wrote_it(cls, data: object, info: ValidationInfo) -> object:
+        """Details read back: a record that cannot be read is skipped (not the whole list), and
+        details written before blocks were framed once carry no "framed": every one of those
+        blocks carried the full framing."""
+        if not (is_tolerant(info) and isinstance(data, dict)):
+            return data
+        data = {"requestId": "", **data}
+        records = data.get("records")
+        if isinstance(records, list):
+            data["records"] = [
+                item for item in records if DeliveredRecord.load_or_none(item) is not None
+            ]
+        if "framed" not in data:
+            data["framed"] = True
+        return data
 
 
 @dataclass(frozen=True)
@@ -432,7 +301,7 @@ class CompletedTurn:
     session_id: str
     messages: Sequence[TurnMessage]
     memory_entry_id: str | None = None  # the host's record of this request's memory message
-    session_file: str | None = None
+    transcript_path: str | None = None
     aborted: bool = False  # the user aborted it (engine/trivial.py)
 
 

@@ -24,7 +24,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from pathlib import Path
 
 from pi_hindsight.errors import LauncherError
@@ -341,7 +340,7 @@ def start_with_fallback(
     log = paths.log("hindsight")
     offset = log_size(log)
     server = start(chosen)
-    record = replace(record, processes={**record.processes, "hindsight": server})
+    record = record.model_copy(update={"processes": {**record.processes, "hindsight": server}})
     save(record)
     try:
         wait_healthy(record.base_url, server, log, timeout=timeout)
@@ -352,7 +351,9 @@ def start_with_fallback(
     reranker = fallback(f"the cross-encoder did not load ({_failure(log, offset)}; see {log})")
     logger.warning("reranker: %s", reranker.label)
     server = start(reranker)
-    record = replace(record, processes={**record.processes, "hindsight": server}, reranker=reranker)
+    record = record.model_copy(
+        update={"processes": {**record.processes, "hindsight": server}, "reranker": reranker}
+    )
     save(record)
     wait_healthy(
         record.base_url, server, log, timeout=max(5.0, timeout - (time.monotonic() - began))

@@ -16,9 +16,10 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import BinaryIO, Literal
+
+from pi_hindsight.records import SnakeRecord
 
 logger = logging.getLogger(__name__)
 
@@ -30,19 +31,11 @@ PROC = Path("/proc")
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
-@dataclass(frozen=True)
-class ProcessIdentity:
+class ProcessIdentity(SnakeRecord):
     """A pid plus the start time that makes it unambiguous."""
 
     pid: int
     start_ticks: int
-
-    def to_json(self) -> dict[str, int]:
-        return {"pid": self.pid, "start_ticks": self.start_ticks}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ProcessIdentity:
-        return cls(pid=int(data["pid"]), start_ticks=int(data["start_ticks"]))
 
 
 def _stat_fields(pid: int) -> list[str] | None:

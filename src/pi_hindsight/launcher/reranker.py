@@ -22,9 +22,10 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
+
+from pi_hindsight.records import SnakeRecord
 
 CROSS_ENCODER_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"  # Hindsight's default local model
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -38,8 +39,7 @@ REQUESTED: tuple[Requested, ...] = ("auto", "cross-encoder", "rrf")
 Provider = Literal["cross-encoder", "rrf"]
 
 
-@dataclass(frozen=True)
-class Reranker:
+class Reranker(SnakeRecord):
     """The reranker a server runs, and why."""
 
     provider: Provider
@@ -64,23 +64,9 @@ class Reranker:
         name = self.provider if self.model is None else f"{self.provider} ({self.model})"
         return f"{name}: {self.why}"
 
-    def to_json(self) -> dict[str, Any]:
-        return {"provider": self.provider, "model": self.model, "why": self.why}
-
-    @classmethod
-    def from_json(cls, data: object) -> Reranker | None:
-        if not isinstance(data, Mapping) or data.get("provider") not in ("cross-encoder", "rrf"):
-            return None
-        model = data.get("model")
-        return cls(
-            provider=data["provider"],
-            why=str(data.get("why") or ""),
-            model=model if isinstance(model, str) else None,
-        )
-
 
 def fallback(why: str) -> Reranker:
-    return Reranker("rrf", why)
+    return Reranker(provider="rrf", why=why)
 
 
 def choose(
@@ -99,16 +85,24 @@ def choose(
     if requested == "rrf":
         return fallback("asked for (--reranker rrf)")
     if cached:
-        return Reranker("cross-encoder", "its model is in the Hugging Face cache", model)
+        return Reranker(
+            provider="cross-encoder", why="its model is in the Hugging Face cache", model=model
+        )
     if requested == "cross-encoder":
         return Reranker(
-            "cross-encoder", "asked for (--reranker cross-encoder)", model, download=not offline
+            provider="cross-encoder",
+            why="asked for (--reranker cross-encoder)",
+            model=model,
+            download=not offline,
         )
     if offline:
         return fallback(f"{model} is not cached and HF_HUB_OFFLINE forbids downloading it")
     if reachable:
         return Reranker(
-            "cross-encoder", "its model is downloaded from the Hugging Face hub", model, True
+            provider="cross-encoder",
+            why="its model is downloaded from the Hugging Face hub",
+            model=model,
+            download=True,
         )
     why = f": {unreachable_why}" if unreachable_why else ""
     return fallback(f"{model} is not cached and the Hugging Face hub is not reachable{why}")

@@ -29,6 +29,7 @@ from pi_hindsight.launcher.server_record import (
     LlmMode,
     PostgresRecord,
     ProcessName,
+    ServerAuth,
     ServerPaths,
     ServerRecord,
     load_record,
@@ -271,8 +272,10 @@ def _start(
         phase="starting",
         host=host,
         port=api_port,
-        api_key_env=None if api_key is None else api_key[0],
-        database=None if database is None else DatabaseRecord(database.source, database.shown),
+        auth=None if api_key is None else ServerAuth(api_key_env=api_key[0]),
+        database=None
+        if database is None
+        else DatabaseRecord(source=database.source, shown=database.shown),
     )
     try:
         if placement is not None:
@@ -284,10 +287,11 @@ def _start(
             standin, standin_url = hindsight.start_standin(
                 paths, environ, timeout=STANDIN_START_TIMEOUT
             )
-            record = replace(
-                record,
-                processes={**record.processes, "standin": standin},
-                standin_url=standin_url,
+            record = record.model_copy(
+                update={
+                    "processes": {**record.processes, "standin": standin},
+                    "standin_url": standin_url,
+                }
             )
             save_record(paths, record)
 
@@ -308,7 +312,7 @@ def _start(
             return hindsight.start_server(paths, env)
 
         log_offset = hindsight.log_size(paths.log("hindsight"))
-        record = replace(record, reranker=chosen)
+        record = record.model_copy(update={"reranker": chosen})
         record, fell_back = hindsight.start_with_fallback(
             paths,
             record,
@@ -318,7 +322,7 @@ def _start(
         )
         if api_key is not None:
             _check_enforced(record.base_url, api_key[1])
-        record = replace(record, phase="running")
+        record = record.model_copy(update={"phase": "running"})
         save_record(paths, record)
     except BaseException:
         # Also on KeyboardInterrupt: never leave half a server running.
@@ -355,7 +359,9 @@ def _start_postgres(
         os_user=placement.os_user.name if placement.os_user else None,
         database=postgres.DATABASE,
     )
-    record = replace(record, processes={"postgres": pg_identity}, postgres=pg_record)
+    record = record.model_copy(
+        update={"processes": {"postgres": pg_identity}, "postgres": pg_record}
+    )
     save_record(paths, record)
     postgres.ensure_database(placement, paths, pg_record, password, pg_log)
     return record, postgres.database_url(pg_record, password)

@@ -26,19 +26,22 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, ConfigDict, Field, computed_field
 
 from pi_hindsight.errors import CorruptStateError, LauncherError
 from pi_hindsight.launcher.access import check_env_name, connect_host, url_host
 from pi_hindsight.launcher.procs import ProcessIdentity
 from pi_hindsight.launcher.reranker import Reranker
 from pi_hindsight.paths import ensure_private_dir
+from pi_hindsight.records import SnakeRecord
 
 logger = logging.getLogger(__name__)
 
-RECORD_VERSION = 1
+RECORD_VERSION: Literal[1] = 1
 
 LlmMode = Literal["env", "offline", "mock"]
 ProcessName = Literal["postgres", "standin", "hindsight"]
@@ -97,8 +100,7 @@ class ServerPaths:
             write_private(dotenv, "")
 
 
-@dataclass(frozen=True)
-class PostgresRecord:
+class PostgresRecord(SnakeRecord):
     """Where the cluster lives and how to reach it."""
 
     port: int
@@ -107,109 +109,49 @@ class PostgresRecord:
     os_user: str | None  # None: runs as the launching user
     database: str
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "port": self.port,
-            "data_dir": str(self.data_dir),
-            "install_dir": str(self.install_dir),
-            "os_user": self.os_user,
-            "database": self.database,
-        }
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> PostgresRecord:
-        return cls(
-            port=int(data["port"]),
-            data_dir=Path(data["data_dir"]),
-            install_dir=Path(data["install_dir"]),
-            os_user=data.get("os_user"),
-            database=str(data["database"]),
-        )
-
-
-@dataclass(frozen=True)
-class DatabaseRecord:
+class DatabaseRecord(SnakeRecord):
     """A team's own PostgreSQL (``--database-url-env`` / ``--database-url-file``): where its URL
     came from, and the URL without its password. The URL itself is never recorded."""
 
     source: str  # "$VAR" or "file PATH"
-    shown: str
+    shown: str = Field(alias="url")
 
-    def to_json(self) -> dict[str, Any]:
-        return {"source": self.source, "url": self.shown}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> DatabaseRecord:
-        return cls(source=str(data["source"]), shown=str(data["url"]))
+    model_config = ConfigDict(populate_by_name=True)
 
 
-@dataclass(frozen=True)
-class ServerRecord:
+class ServerAuth(SnakeRecord):
+    """A team's server: the variable holding its API key (never the key)."""
+
+    api_key_env: Annotated[str, AfterValidator(check_env_name)]
+
+
+class ServerRecord(SnakeRecord):
     """The content of ``server.json``."""
 
+    version: Literal[1] = RECORD_VERSION
     state_dir: Path
     llm: LlmMode
     started_at: str
     phase: Literal["starting", "running"]
     host: str  # the address Hindsight listens on
     port: int
-    processes: dict[ProcessName, ProcessIdentity] = field(default_factory=dict)
+    processes: dict[ProcessName, ProcessIdentity] = Field(default_factory=dict)
     postgres: PostgresRecord | None = None
     standin_url: str | None = None
-    api_key_env: str | None = None  # a team's server: the variable holding its key
+    auth: ServerAuth | None = None  # absent in records of releases before team servers
     database: DatabaseRecord | None = None  # an external PostgreSQL (then ``postgres`` is None)
     reranker: Reranker | None = None  # None: a record from before the choice was recorded
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def base_url(self) -> str:
         """Where this machine reaches it (a wildcard address through loopback)."""
         return f"http://{url_host(connect_host(self.host))}:{self.port}"
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "version": RECORD_VERSION,
-            "state_dir": str(self.state_dir),
-            "llm": self.llm,
-            "started_at": self.started_at,
-            "phase": self.phase,
-            "host": self.host,
-            "port": self.port,
-            "base_url": self.base_url,
-            "processes": {name: ident.to_json() for name, ident in self.processes.items()},
-            "postgres": self.postgres.to_json() if self.postgres else None,
-            "standin_url": self.standin_url,
-            "auth": None if self.api_key_env is None else {"api_key_env": self.api_key_env},
-            "database": None if self.database is None else self.database.to_json(),
-            "reranker": None if self.reranker is None else self.reranker.to_json(),
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ServerRecord:
-        if data.get("version") != RECORD_VERSION:
-            raise ValueError(f"unknown record version {data.get('version')!r}")
-        processes: dict[ProcessName, ProcessIdentity] = {}
-        for name in START_ORDER:
-            if name in data["processes"]:
-                processes[name] = ProcessIdentity.from_json(data["processes"][name])
-        postgres, database = data.get("postgres"), data.get("database")
-        auth = data.get("auth")  # absent in records of releases before team servers
-        api_key_env = None
-        if auth is not None:
-            api_key_env = check_env_name(str(auth["api_key_env"]))
-        return cls(
-            state_dir=Path(data["state_dir"]),
-            llm=data["llm"],
-            started_at=str(data["started_at"]),
-            phase=data["phase"],
-            host=str(data["host"]),
-            port=int(data["port"]),
-            processes=processes,
-            postgres=PostgresRecord.from_json(postgres) if postgres else None,
-            standin_url=data.get("standin_url"),
-            api_key_env=api_key_env,
-            database=DatabaseRecord.from_json(database) if database else None,
-            reranker=Reranker.from_json(data.get("reranker")),
-        )
+    @property
+    def api_key_env(self) -> str | None:
+        return None if self.auth is None else self.auth.api_key_env
 
 
 def write_private(path: Path, text: str) -> None:
@@ -243,8 +185,8 @@ def load_record(paths: ServerPaths) -> ServerRecord | None:
     if data is None:
         return None
     try:
-        return ServerRecord.from_json(data)
-    except (KeyError, TypeError, ValueError, LauncherError) as error:
+        return ServerRecord.load(data)
+    except (ValueError, LauncherError) as error:  # pydantic's ValidationError is a ValueError
         raise CorruptStateError(
             f"{paths.record} is not a server record this version understands: {error}",
             hint=f"stop any server it describes by hand, then delete {paths.record}",

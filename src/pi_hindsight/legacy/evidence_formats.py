@@ -290,7 +290,7 @@ def _from_v1(obj: dict[str, Any], raw: bytes, at: float) -> RequestRow | Bad:
         scope_id=_str(_pick(obj, "scope_id")),
         bank_ids=_strings(_pick(obj, "bank_ids")),
         session_id=_str(_pick(obj, "session_id")),
-        session_file=_str(_pick(obj, "session_file")),
+        transcript_path=_str(_pick(obj, "session_file")),
         entry_id=_str(_pick(obj, "entry_id")),
         recall_ms=_float(_pick(obj, "recall_ms")),
         total_ms=_float(_pick(obj, "total_ms")),

@@ -29,7 +29,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from pi_hindsight.stores import outbox_skipped
 from pi_hindsight.stores.outbox_items import RetainRequest, decode_item, encode_item
@@ -47,7 +46,12 @@ from pi_hindsight.stores.outbox_records import (
     owner_id,
     owner_is_gone,
 )
-from pi_hindsight.stores.outbox_requeue import RestoreResult, restore_rows
+from pi_hindsight.stores.outbox_requeue import (
+    RestoreResult,
+    SalvagedBatch,
+    SalvagedItem,
+    restore_rows,
+)
 from pi_hindsight.stores.outbox_schema import SCHEMA
 from pi_hindsight.stores.outbox_skipped import SkippedRequest
 from pi_hindsight.stores.sqlite import (
@@ -507,7 +511,7 @@ class Outbox:
     # -- restore -----------------------------------------------------------------------------
 
     def restore(
-        self, items: Sequence[dict[str, Any]], batches: Sequence[dict[str, Any]]
+        self, items: Sequence[SalvagedItem], batches: Sequence[SalvagedBatch]
     ) -> RestoreResult:
         """Queue the unfinished items (and their batches) read from a set-aside outbox
         (``stores/outbox_requeue.py``); idempotent."""

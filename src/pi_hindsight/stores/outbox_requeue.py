@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pi_hindsight.records import SnakeRecord
 from pi_hindsight.stores.sqlite import transaction, translated_errors
 
 
@@ -22,6 +23,41 @@ class RestoreResult:
     already_present: int  # the same item (or the same session's request) was already here
     finished: int  # done in the old file: delivered, nothing to do
     unusable: int  # rows read but not whole enough to queue (a required value missing)
+
+
+class SalvagedItem(SnakeRecord):
+    """An ``items`` row as read from a set-aside outbox: any column may be missing or odd in a
+    damaged file (read tolerantly: such a value is None); :func:`_restorable` says whether the
+    row is whole enough to queue."""
+
+    item_id: str | None = None
+    session_id: str | None = None
+    request_id: str | None = None
+    bank_id: str | None = None
+    payload: str | None = None
+    payload_bytes: int | None = None
+    state: str | None = None
+    batch_id: str | None = None
+    last_error: str | None = None
+    created_at: float | None = None
+    updated_at: float | None = None
+
+
+class SalvagedBatch(SnakeRecord):
+    """A ``batches`` row as read from a set-aside outbox (read tolerantly, as an item is)."""
+
+    batch_id: str | None = None
+    session_id: str | None = None
+    bank_id: str | None = None
+    state: str | None = None
+    generation: int | None = None
+    attempts: int | None = None
+    failures: int | None = None
+    next_attempt_at: float | None = None
+    server_operation_id: str | None = None
+    last_error: str | None = None
+    created_at: float | None = None
+    updated_at: float | None = None
 
 
 _BATCH_COLUMNS = (
@@ -56,8 +92,8 @@ _ITEM_COLUMNS = (
 def restore_rows(
     connection: sqlite3.Connection,
     path: Path,
-    items: Sequence[dict[str, Any]],
-    batches: Sequence[dict[str, Any]],
+    items: Sequence[SalvagedItem],
+    batches: Sequence[SalvagedBatch],
 ) -> RestoreResult:
     """Queue the unfinished items (and their batches) read from a set-aside outbox.
 
@@ -68,21 +104,22 @@ def restore_rows(
     """
     now = time.time()
     open_batches = {
-        row.get("batch_id"): row
-        for row in batches
-        if row.get("state") in ("sending", "submitted", "dead")
+        row.batch_id: row for row in batches if row.state in ("sending", "submitted", "dead")
     }
     added = present = finished = unusable = 0
     used_batches: set[str] = set()
     with translated_errors("outbox", path), transaction(connection):
         for row in items:
-            state = row.get("state")
+            state = row.state
             if state == "done":
                 finished += 1
                 continue
-            values = {column: row.get(column) for column in _ITEM_COLUMNS}
-            batch = open_batches.get(values["batch_id"])
-            if batch is None or state not in ("sending", "submitted", "dead"):
+            values: dict[str, Any] = row.model_dump()
+            if values["batch_id"] not in open_batches or state not in (
+                "sending",
+                "submitted",
+                "dead",
+            ):
                 values.update(state="ready", batch_id=None)
             else:
                 used_batches.add(str(values["batch_id"]))
@@ -99,7 +136,7 @@ def restore_rows(
             else:
                 present += 1
         for batch_id in used_batches:
-            batch = {column: open_batches[batch_id].get(column) for column in _BATCH_COLUMNS}
+            batch = open_batches[batch_id].model_dump()
             batch["next_attempt_at"] = now  # due at once; the lease is not carried over
             for counter in ("generation", "attempts", "failures"):
                 if not isinstance(batch[counter], int):

@@ -4,30 +4,20 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any
 
+from pi_hindsight.records import Record
 from pi_hindsight.stores.sqlite import StoreConnection, transaction
 
 
-@dataclass(frozen=True)
-class SkippedRequest:
+class SkippedRequest(Record):
+    """A request not sent to retain, and why (``outbox skipped --json`` shows these)."""
+
     session_id: str
     request_id: str
     bank_id: str
     reason: str
     chars: int
     created_at: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "sessionId": self.session_id,
-            "requestId": self.request_id,
-            "bankId": self.bank_id,
-            "reason": self.reason,
-            "chars": self.chars,
-            "createdAt": self.created_at,
-        }
 
 
 def record(connection: StoreConnection, skipped: SkippedRequest) -> None:
@@ -52,4 +42,4 @@ def listed(connection: StoreConnection, limit: int) -> list[SkippedRequest]:
         "ORDER BY seq DESC LIMIT ?",
         (limit,),
     ).fetchall()
-    return [SkippedRequest(*row) for row in rows]
+    return [SkippedRequest.model_validate(dict(row)) for row in rows]

@@ -21,11 +21,11 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pi_hindsight.errors import StateError
+from pi_hindsight.records import SnakeRecord
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +41,9 @@ STORE_LABELS = {
 }
 
 
-@dataclass(frozen=True)
-class SetAsideEvent:
+class SetAsideEvent(SnakeRecord):
+    """One store file set aside; ``set-aside.json`` holds these in its ``events`` (snake_case)."""
+
     event_id: str
     store: str  # "outbox", "catalog", "evidence", "record"
     original: str
@@ -65,7 +66,8 @@ class SetAsideEvent:
         return STORE_LABELS.get(self.store, self.store)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        """As status and ``state list --json`` show it: the record, and what it means."""
+        data = self.model_dump(mode="json")
         data["id"] = data.pop("event_id")
         data["when"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.at))
         data["open"] = self.open
@@ -183,7 +185,7 @@ class SetAsideRecord:
         return self._change(target, restored_at=time.time(), restore_note=note)
 
     def _change(self, target: SetAsideEvent, **changes: Any) -> SetAsideEvent:
-        changed = replace(target, **changes)
+        changed = target.model_copy(update=changes)
         try:
             self._update(
                 lambda events: [changed if e.event_id == target.event_id else e for e in events]
@@ -213,7 +215,7 @@ class SetAsideRecord:
             data = json.loads(raw)
             if not isinstance(data, dict) or data.get("format") != FORMAT:
                 raise ValueError(f"not a {FORMAT} file")
-            return [_event(entry) for entry in data["events"]]
+            return [SetAsideEvent.load(entry) for entry in data["events"]]
         except (ValueError, KeyError, TypeError) as error:
             raise _Unreadable(str(error)) from error
 
@@ -246,7 +248,7 @@ class SetAsideRecord:
         )
 
     def _write(self, events: list[SetAsideEvent]) -> None:
-        payload = {"format": FORMAT, "events": [asdict(event) for event in events]}
+        payload = {"format": FORMAT, "events": [event.model_dump(mode="json") for event in events]}
         temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -259,21 +261,3 @@ class SetAsideRecord:
 
 class _Unreadable(Exception):
     pass
-
-
-def _event(entry: dict[str, Any]) -> SetAsideEvent:
-    return SetAsideEvent(
-        event_id=str(entry["event_id"]),
-        store=str(entry["store"]),
-        original=str(entry["original"]),
-        moved_to=str(entry["moved_to"]),
-        reason=str(entry["reason"]),
-        at=float(entry["at"]),
-        pid=int(entry["pid"]),
-        host=str(entry["host"]),
-        acknowledged_at=None
-        if entry.get("acknowledged_at") is None
-        else float(entry["acknowledged_at"]),
-        restored_at=None if entry.get("restored_at") is None else float(entry["restored_at"]),
-        restore_note=None if entry.get("restore_note") is None else str(entry["restore_note"]),
-    )

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.outbox import Outbox
+from pi_hindsight.stores.outbox_requeue import SalvagedBatch, SalvagedItem
 from pi_hindsight.stores.salvage import Salvage, salvage
 from pi_hindsight.stores.set_aside import SetAsideEvent, SetAsideRecord
 
@@ -44,7 +45,10 @@ def restore(state_dir: Path, event_id: str) -> RestoreOutcome:
         found = salvage(moved_to, OUTBOX_TABLES)
         outbox = Outbox(state_dir)
         try:
-            result = outbox.restore(found.rows("items"), found.rows("batches"))
+            result = outbox.restore(
+                [SalvagedItem.load(row) for row in found.rows("items")],
+                [SalvagedBatch.load(row) for row in found.rows("batches")],
+            )
         finally:
             outbox.close()
         note = (

@@ -17,10 +17,13 @@ import logging
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, StrictInt
 
 from pi_hindsight.errors import InputFileError
+from pi_hindsight.records import Record
 from pi_hindsight.safe_files import BadJson, FileMissing, loads_line, read_bytes
 
 logger = logging.getLogger(__name__)
@@ -29,50 +32,23 @@ _MAX_CURSOR_BYTES = 256 << 10
 STALE_AFTER_S = 90 * 86_400
 
 
-@dataclass(frozen=True)
-class Cursor:
-    offset: int = 0
-    planned: int | None = None  # a delta being committed ends here: redo exactly this
-    open_tools: Mapping[str, str] = field(default_factory=dict)  # calls awaiting a result
+# A byte offset or a file id part (never a boolean or a numeric string).
+Count = Annotated[StrictInt, Field(ge=0)]
+
+
+class Cursor(Record):
+    """Where retain got to in one transcript; its JSON form is the cursor file (camelCase)."""
+
+    offset: Count = 0
+    planned: Count | None = None  # a delta being committed ends here: redo exactly this
+    open_tools: dict[str, str] = Field(default_factory=dict)  # calls awaiting a result
     skip_before: str | None = None  # a fork: rows older than this are copied history
-    file_id: tuple[int, int] | None = None  # (st_dev, st_ino): another file resets the cursor
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "offset": self.offset,
-            "planned": self.planned,
-            "openTools": dict(self.open_tools),
-            "skipBefore": self.skip_before,
-            "fileId": None if self.file_id is None else list(self.file_id),
-        }
-
-    @classmethod
-    def from_json(cls, data: object) -> Cursor:
-        if not isinstance(data, Mapping):
-            return cls()
-
-        def count(value: object) -> int | None:
-            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-            return value if ok else None  # type: ignore[return-value]
-
-        tools = data.get("openTools")
-        file_id = data.get("fileId")
-        skip = data.get("skipBefore")
-        return cls(
-            offset=count(data.get("offset")) or 0,
-            planned=count(data.get("planned")),
-            open_tools={
-                str(k): str(v) for k, v in (tools.items() if isinstance(tools, Mapping) else ())
-            },
-            skip_before=skip if isinstance(skip, str) else None,
-            file_id=(count(file_id[0]) or 0, count(file_id[1]) or 0)
-            if isinstance(file_id, list) and len(file_id) == 2
-            else None,
-        )
+    # (st_dev, st_ino): another file resets the cursor
+    file_id: tuple[Count, Count] | None = None
 
     def restarted(self) -> Cursor:
         """The same transcript path now names another file: from its start."""
-        return replace(self, offset=0, planned=None, open_tools={}, file_id=None)
+        return self.but(offset=0, planned=None, open_tools={}, file_id=None)
 
 
 class CursorStore:
@@ -99,7 +75,7 @@ class CursorStore:
             return Cursor()
         if isinstance(data, Mapping) and data.get("transcript") not in (None, str(transcript)):
             return Cursor()  # (a checksum collision: never another file's cursor)
-        return Cursor.from_json(data)
+        return Cursor.load_or_none(data) or Cursor()
 
     def save(self, transcript: Path, cursor: Cursor) -> None:
         """Durably: written to a temporary file, synced, renamed over the old one."""

@@ -27,7 +27,6 @@ import socket
 import struct
 import time
 from pathlib import Path
-from typing import Any
 
 from pi_hindsight.app import build_engine, build_shared, make_backend_factory
 from pi_hindsight.backend import MemoryBackend
@@ -37,7 +36,15 @@ from pi_hindsight.hosts.claude_code import runtime
 from pi_hindsight.hosts.claude_code.hook import HOOK_PREFIX
 from pi_hindsight.hosts.claude_code.host import ClaudeCodeHost
 from pi_hindsight.hosts.claude_code.naming import CLAUDE_CODE_HOST
-from pi_hindsight.hosts.claude_code.payloads import DaemonRequest, PayloadError, parse_request
+from pi_hindsight.hosts.claude_code.payloads import (
+    DaemonAnswer,
+    DaemonRequest,
+    DaemonResult,
+    HookOutput,
+    PayloadError,
+    PingAnswer,
+    parse_request,
+)
 from pi_hindsight.rpc.sidecar import PrivateRotatingFileHandler
 
 logger = logging.getLogger(__name__)
@@ -66,16 +73,16 @@ def _peer_uid(writer: asyncio.StreamWriter) -> int | None:
     return int(struct.unpack("3i", raw)[1])
 
 
-def _encode(answer: dict[str, Any]) -> bytes:
-    return json.dumps(answer, ensure_ascii=True).encode("ascii") + b"\n"
+def _encode(answer: DaemonAnswer) -> bytes:
+    return json.dumps(answer.to_json(), ensure_ascii=True).encode("ascii") + b"\n"
 
 
-def _encode_hook(answer: dict[str, Any]) -> bytes:
+def _encode_hook(answer: DaemonAnswer) -> bytes:
     """``OK`` and the hook output to print (nothing when there is none), or ``ERR`` and why:
     the hook client passes it on without parsing JSON (``hook.py``)."""
-    if not answer["ok"]:
-        return b"ERR\n" + str(answer["error"]).encode("utf-8", "replace")
-    result = answer["result"]
+    if not answer.ok:
+        return b"ERR\n" + str(answer.error).encode("utf-8", "replace")
+    result = answer.to_json()["result"]
     output = json.dumps(result, ensure_ascii=True) if result else ""
     return b"OK\n" + output.encode("ascii")
 
@@ -94,7 +101,7 @@ class Daemon:
         self._active = 0
         self._stop = asyncio.Event()
 
-    async def handle(self, request: DaemonRequest) -> Any:
+    async def handle(self, request: DaemonRequest) -> DaemonResult:
         if request.key != self.address.key:
             raise PayloadError("this daemon serves another state dir or configuration")
         if request.op == "hook" and request.event is not None:
@@ -103,7 +110,9 @@ class Daemon:
             except Exception:
                 logger.exception("the %s hook failed", request.event.name)
                 log = self.state_dir / "logs" / "claude-code-daemon.log"
-                return {"systemMessage": f"pi-hindsight: memory skipped for this event (see {log})"}
+                return HookOutput(
+                    system_message=f"pi-hindsight: memory skipped for this event (see {log})"
+                )
         if request.op == "tools" and request.session_id and request.cwd:
             return await self.host.tool_specs(request.session_id, request.cwd)
         if request.op == "call" and request.session_id and request.cwd and request.tool:
@@ -111,10 +120,10 @@ class Daemon:
                 request.session_id, request.cwd, request.tool, request.arguments or {}
             )
         if request.op == "ping":
-            return {"pid": os.getpid(), "sessions": self.host.session_count}
+            return PingAnswer(pid=os.getpid(), sessions=self.host.session_count)
         if request.op == "stop":
             self._stop.set()
-            return {"pid": os.getpid()}
+            return PingAnswer(pid=os.getpid())
         raise PayloadError(f"request {request.op!r} is incomplete")
 
     async def _backend(self, access: ServerAccess) -> MemoryBackend:
@@ -146,18 +155,18 @@ class Daemon:
             except asyncio.IncompleteReadError as partial:
                 line = partial.partial
             except asyncio.LimitOverrunError:
-                writer.write(_encode({"ok": False, "error": "request too large"}))
+                writer.write(_encode(DaemonAnswer(ok=False, error="request too large")))
                 return
             # A hook's request (HOOK_PREFIX): the answer is its output as it is printed.
             hook_output = line.startswith(HOOK_PREFIX)
             try:
                 result = await self.handle(parse_request(line.removeprefix(HOOK_PREFIX)))
-                answer = {"ok": True, "result": result}
+                answer = DaemonAnswer(ok=True, result=result)
             except PayloadError as error:
-                answer = {"ok": False, "error": error.describe()}
+                answer = DaemonAnswer(ok=False, error=error.describe())
             except Exception as error:
                 logger.exception("request failed")
-                answer = {"ok": False, "error": f"internal error: {type(error).__name__}"}
+                answer = DaemonAnswer(ok=False, error=f"internal error: {type(error).__name__}")
             writer.write(_encode_hook(answer) if hook_output else _encode(answer))
             await writer.drain()
         except (ConnectionError, OSError) as error:
@@ -285,9 +294,10 @@ def stop(timeout_s: float = 10.0) -> str:
         result = call({"op": "stop"}, timeout=5.0, spawn=False)
     except DaemonUnavailable as error:
         return f"no daemon answered ({error})"
-    pid = result.get("pid") if isinstance(result, dict) else None
+    answer = PingAnswer.load_or_none(result)
+    pid = None if answer is None else answer.pid
     deadline = time.monotonic() + timeout_s
-    while isinstance(pid, int) and time.monotonic() < deadline:
+    while pid is not None and time.monotonic() < deadline:
         if not _alive(pid):
             return f"stopped the daemon (pid {pid})"
         time.sleep(0.05)

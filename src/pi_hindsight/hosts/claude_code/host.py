@@ -23,7 +23,6 @@ worker (``SharedParts``). What each event does (docs/hosts/claude-code.md):
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 import uuid
@@ -46,7 +45,13 @@ from pi_hindsight.errors import InputFileError, PiHindsightError
 from pi_hindsight.hosts.adapter import HostAdapter, HostSession
 from pi_hindsight.hosts.claude_code.cursors import Cursor, CursorStore
 from pi_hindsight.hosts.claude_code.naming import CLAUDE_CODE_HOST, REGISTER_COMMAND
-from pi_hindsight.hosts.claude_code.payloads import HookEvent
+from pi_hindsight.hosts.claude_code.payloads import (
+    HookContext,
+    HookEvent,
+    HookOutput,
+    ToolCallAnswer,
+    ToolSpecAnswer,
+)
 from pi_hindsight.hosts.claude_code.transcript_file import Delta, parse_delta, read_chunk
 from pi_hindsight.safe_files import FileMissing
 from pi_hindsight.tools import MemoryTools
@@ -83,18 +88,16 @@ class SessionState(HostSession):
         return text
 
 
-def hook_output(
-    event: str, context: str | None, notices: Sequence[Notice]
-) -> dict[str, Any] | None:
+def hook_output(event: str, context: str | None, notices: Sequence[Notice]) -> HookOutput | None:
     """Claude Code's hook output: additional context (SessionStart, UserPromptSubmit) for the
     model; a system message for the user (never sent to the model)."""
-    output: dict[str, Any] = {}
+    specific = None
     if context and event in ("SessionStart", "UserPromptSubmit"):
-        output["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": context}
+        specific = HookContext(hook_event_name=event, additional_context=context)
     text = system_message(notices)
-    if text is not None:
-        output["systemMessage"] = text
-    return output or None
+    if specific is None and text is None:
+        return None
+    return HookOutput(hook_specific_output=specific, system_message=text)
 
 
 def system_message(notices: Sequence[Notice]) -> str | None:
@@ -137,7 +140,7 @@ class ClaudeCodeHost:
         info = SessionInfo(
             session_id=session_id,
             cwd=cwd,
-            session_file=None if transcript is None else str(transcript),
+            transcript_path=None if transcript is None else str(transcript),
             has_ui=False,  # hooks cannot ask: consent is `scope register`
             reason=reason,
         )
@@ -205,7 +208,7 @@ class ClaudeCodeHost:
 
     # -- hook events -----------------------------------------------------------------------
 
-    async def hook(self, event: HookEvent, notes: Sequence[str] = ()) -> dict[str, Any] | None:
+    async def hook(self, event: HookEvent, notes: Sequence[str] = ()) -> HookOutput | None:
         state = await self._session(
             event.session_id, event.cwd, event.transcript_path, event.source or event.name
         )
@@ -246,7 +249,7 @@ class ClaudeCodeHost:
         that session: only rows newer than the fork are its own."""
         cursor = await asyncio.to_thread(self.cursors.load, transcript)
         if cursor.offset == 0 and cursor.planned is None and cursor.skip_before is None:
-            marked = dataclasses.replace(cursor, skip_before=_now_iso())
+            marked = cursor.but(skip_before=_now_iso())
             await asyncio.to_thread(self.cursors.save, transcript, marked)
 
     async def _prompt(
@@ -284,10 +287,10 @@ class ClaudeCodeHost:
         if (cursor.file_id not in (None, file_id)) or info.st_size < cursor.offset:
             logger.warning("%s was replaced or cut; reading it from its start", path)
             cursor = cursor.restarted()
-        cursor = dataclasses.replace(cursor, file_id=file_id)
+        cursor = cursor.but(file_id=file_id)
         limit = None if cursor.planned is None else cursor.planned - cursor.offset
         if limit is not None and limit <= 0:
-            cursor = dataclasses.replace(cursor, planned=None)
+            cursor = cursor.but(planned=None)
             limit = None
         data, end, more = read_chunk(path, cursor.offset, *(() if limit is None else (limit,)))
         delta = parse_delta(
@@ -323,7 +326,7 @@ class ClaudeCodeHost:
                 logger.warning("%s: %d unreadable line(s) skipped", path, delta.bad_lines)
             retained = engine.scope() is not None
             if retained and delta.segments and cursor.planned is None:
-                planned = dataclasses.replace(cursor, planned=delta.end)
+                planned = cursor.but(planned=delta.end)
                 await asyncio.to_thread(self.cursors.save, path, planned)
             if retained:
                 try:
@@ -333,7 +336,7 @@ class ClaudeCodeHost:
                                 request_id=segment.request_id,
                                 session_id=event.session_id,
                                 messages=segment.messages,
-                                session_file=str(path),
+                                transcript_path=str(path),
                             )
                         )
                 except PiHindsightError as error:  # the cursor stays: redone next time
@@ -366,7 +369,7 @@ class ClaudeCodeHost:
             for text in delivered:
                 request_id = state.pending.pop(text)
                 await engine.memory_attached(
-                    request_id, entry_id=context.entry_id, session_file=str(path)
+                    request_id, entry_id=context.entry_id, transcript_path=str(path)
                 )
                 after = [r for r in delta.api_requests if r.position > context.position]
                 if not after:
@@ -377,16 +380,25 @@ class ClaudeCodeHost:
 
     # -- tools (the MCP server) ------------------------------------------------------------
 
-    async def tool_specs(self, session_id: str, cwd: Path) -> list[dict[str, Any]]:
+    async def tool_specs(self, session_id: str, cwd: Path) -> list[ToolSpecAnswer]:
         state = await self._session(session_id, cwd, None, "mcp")
-        return [spec.to_json() for spec in MemoryTools(state.engine).specs()]
+        return [
+            ToolSpecAnswer(
+                name=spec.name,
+                label=spec.label,
+                description=spec.description,
+                parameters=spec.parameters,
+                timeout_ms=spec.timeout_ms,
+            )
+            for spec in MemoryTools(state.engine).specs()
+        ]
 
     async def call_tool(
         self, session_id: str, cwd: Path, name: str, arguments: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> ToolCallAnswer:
         state = await self._session(session_id, cwd, None, "mcp")
         result = await MemoryTools(state.engine).call(name, arguments)
-        return {"text": result.text, "isError": result.is_error}
+        return ToolCallAnswer(text=result.text, is_error=result.is_error)
 
 
 def _path_text(path: Path | None) -> str | None:

@@ -89,8 +89,8 @@ def explain(detail: EvidenceDetail, *, session_file: Path | None, agent_dir: Pat
     record = detail.record
     diagnosis = diagnose(record)
     path = session_file
-    if path is None and record.session_file:
-        path = Path(record.session_file)
+    if path is None and record.transcript_path:
+        path = Path(record.transcript_path)
     if (path is None or not path.exists()) and record.session_id:
         path = find_session_file(agent_dir, record.session_id) or path
     if path is None:

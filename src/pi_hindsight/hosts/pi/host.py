@@ -129,7 +129,7 @@ class PiHost:
         info = SessionInfo(
             session_id=parsed.session_id,
             cwd=session_start_dir(parsed.session_file, Path(parsed.cwd)),
-            session_file=parsed.session_file,
+            transcript_path=parsed.session_file,
             has_ui=parsed.has_ui,
             reason=parsed.reason,
         )
@@ -219,7 +219,7 @@ class PiHost:
                     session_id=parsed.session_id,
                     messages=turn_messages(messages),
                     memory_entry_id=memory_entry_id,
-                    session_file=parsed.session_file,
+                    transcript_path=parsed.session_file,
                     aborted=parsed.aborted,
                 )
             )

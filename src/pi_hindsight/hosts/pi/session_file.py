@@ -67,7 +67,7 @@ class SessionEntry:
 
     @property
     def delivery(self) -> DeliveryDetails | None:
-        return DeliveryDetails.from_json(self.details) if self.is_memory else None
+        return DeliveryDetails.load_or_none(self.details) if self.is_memory else None
 
     def transcript(self) -> TranscriptEntry:
         # For explain only: the diagnosis shapes are not loaded when a session starts (issue 19).
@@ -77,7 +77,7 @@ class SessionEntry:
             entry_id=self.entry_id,
             kind=self.kind,
             role=self.role,
-            custom_type=self.custom_type,
+            message_kind=self.custom_type,
             timestamp=self.timestamp,
             line=self.line,
             text=self.readable,

@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import Field
+
+from pi_hindsight.records import Record
 from pi_hindsight.stores.evidence.held import HeldItem
 from pi_hindsight.stores.evidence.schema import (
     DeliveredItem,
@@ -25,28 +28,16 @@ Reading = Literal[
 ]
 
 
-@dataclass(frozen=True)
-class TranscriptEntry:
+class TranscriptEntry(Record):
     """One entry of a host's conversation record, as ``explain`` shows it."""
 
     entry_id: str
-    kind: str  # the host's entry type (a message, a compaction, …)
+    kind: str = Field(alias="type")  # the host's entry type (a message, a compaction, …)
     role: str | None
-    custom_type: str | None
+    message_kind: str | None  # the host's type of a message of its own
     timestamp: str | None
     line: int
     text: str  # readable: text, with tool calls and results as one-line mentions
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "entryId": self.entry_id,
-            "type": self.kind,
-            "role": self.role,
-            "customType": self.custom_type,
-            "timestamp": self.timestamp,
-            "line": self.line,
-            "text": self.text,
-        }
 
 
 @dataclass(frozen=True)
@@ -72,7 +63,7 @@ class Diagnosis:
 class Explanation:
     detail: EvidenceDetail
     diagnosis: Diagnosis
-    session_file: str | None
+    transcript_path: str | None
     session_problem: str | None  # why the conversation cannot be shown
     trace: ConversationTrace | None
     body_matches_session: bool | None
@@ -86,7 +77,7 @@ class Explanation:
             "reading": self.diagnosis.reading,
             "summary": self.diagnosis.summary,
             "notes": list(self.diagnosis.notes),
-            "sessionFile": self.session_file,
+            "transcriptPath": self.transcript_path,
             "sessionProblem": self.session_problem,
             "matchedBy": None if trace is None else trace.matched_by,
             "userMessage": None if user is None else user.to_json(),

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+
+from pydantic import Field
+
+from pi_hindsight.records import Record
 
 INSERT_HELD = (
     "INSERT INTO held_records (seq, position, record_id, section, record_key, type, occurred, "
@@ -20,12 +21,11 @@ SELECT_HELD = (
 )
 
 
-@dataclass(frozen=True)
-class HeldItem:
+class HeldItem(Record):
     """A recalled record a delivery held back (the engine's ``HeldRecord``, in the store's
     terms): never shown to the model, kept here so a missing fact can be explained."""
 
-    record_id: str
+    record_id: str = Field(alias="id")
     section: str
     text: str  # redacted
     reason: str  # "below relevance"
@@ -33,22 +33,8 @@ class HeldItem:
     key: str | None = None
     type: str | None = None
     occurred: str | None = None
-    scores: Mapping[str, float] = field(default_factory=dict)
+    scores: dict[str, float] = Field(default_factory=dict)
     duplicate_ids: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.record_id,
-            "section": self.section,
-            "key": self.key,
-            "type": self.type,
-            "occurred": self.occurred,
-            "text": self.text,
-            "scores": dict(self.scores),
-            "reason": self.reason,
-            "detail": self.detail,
-            "duplicateIds": list(self.duplicate_ids),
-        }
 
 
 def held_params(seq: int, items: tuple[HeldItem, ...]) -> list[tuple[object, ...]]:

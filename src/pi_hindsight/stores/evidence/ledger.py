@@ -231,7 +231,7 @@ class EvidenceLedger:
         self,
         request_id: str,
         entry_id: str | None = None,
-        session_file: str | None = None,
+        transcript_path: str | None = None,
         *,
         attached: bool = True,
     ) -> bool:
@@ -243,9 +243,17 @@ class EvidenceLedger:
                 changed = self._connection.execute(
                     "UPDATE requests SET attached = ?, "
                     "attached_at = CASE WHEN attached IS ? THEN attached_at ELSE ? END, "
-                    "entry_id = coalesce(?, entry_id), session_file = coalesce(?, session_file) "
+                    "entry_id = coalesce(?, entry_id), "
+                    "transcript_path = coalesce(?, transcript_path) "
                     "WHERE request_id = ?",
-                    (int(attached), int(attached), time.time(), entry_id, session_file, request_id),
+                    (
+                        int(attached),
+                        int(attached),
+                        time.time(),
+                        entry_id,
+                        transcript_path,
+                        request_id,
+                    ),
                 ).rowcount
             self._after_write()
         return changed == 1

@@ -183,6 +183,10 @@ SCHEMA = StoreSchema(
             ALTER TABLE requests ADD COLUMN retain_reason TEXT
             """,
         ),
+        Migration(
+            "host-neutral names: the host's conversation record is a transcript path",
+            "ALTER TABLE requests RENAME COLUMN session_file TO transcript_path",
+        ),
     ),
 )
 
@@ -194,7 +198,7 @@ _REQUEST_FIELDS = (
     "scope_id",
     "bank_ids",
     "session_id",
-    "session_file",
+    "transcript_path",
     "entry_id",
     "recall_ms",
     "total_ms",
@@ -220,7 +224,7 @@ INSERT_REQUEST = (
 )
 RECORD_COLUMNS = (
     "seq, request_id, prepared_at, outcome, reason, scope_id, bank_ids, session_id, "
-    "session_file, entry_id, recall_ms, total_ms, record_count, omitted, tokens, body_bytes, "
+    "transcript_path, entry_id, recall_ms, total_ms, record_count, omitted, tokens, body_bytes, "
     "record_ids, memo_id, memo_refreshed_at, attached, attached_at, confirmed, confirmed_at, "
     "payload_bytes, source, meta, omitted_by, queries, retain, retain_reason"
 )
@@ -262,7 +266,7 @@ def request_params(row: RequestRow) -> tuple[object, ...]:
         row.scope_id,
         json.dumps([str(bank) for bank in row.bank_ids]),
         row.session_id,
-        row.session_file,
+        row.transcript_path,
         row.entry_id,
         row.recall_ms,
         row.total_ms,
@@ -356,7 +360,7 @@ def record_from_row(row: sqlite3.Row) -> EvidenceRecord:
         scope_id=row["scope_id"],
         bank_ids=tuple(json.loads(row["bank_ids"])),
         session_id=row["session_id"],
-        session_file=row["session_file"],
+        transcript_path=row["transcript_path"],
         entry_id=row["entry_id"],
         recall_ms=row["recall_ms"],
         total_ms=row["total_ms"],

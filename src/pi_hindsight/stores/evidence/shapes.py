@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from pydantic import Field
+
+from pi_hindsight.records import Record
 from pi_hindsight.stores.evidence.held import HeldItem
 
 Outcome = Literal[
@@ -56,12 +59,11 @@ class MemoInfo:
     refreshed_at: str | None = None
 
 
-@dataclass(frozen=True)
-class DeliveredItem:
+class DeliveredItem(Record):
     """One record a delivery gave the model, as the ledger keeps it (R-RECALL-4: what the block
     did not show is not lost). The engine's ``DeliveredRecord``, in the store's terms."""
 
-    record_id: str
+    record_id: str = Field(alias="id")
     section: str  # project, user
     key: str | None = None
     type: str | None = None
@@ -73,22 +75,7 @@ class DeliveredItem:
     duplicate_ids: tuple[str, ...] = ()  # same-text records left out as duplicates of it
     # Why recall returned it: Hindsight's scores (final, reranker, semantic, keyword; {} for
     # records kept before scores were, or recall gave none).
-    scores: Mapping[str, float] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.record_id,
-            "section": self.section,
-            "key": self.key,
-            "type": self.type,
-            "documentId": self.document_id,
-            "chunkId": self.chunk_id,
-            "occurred": self.occurred,
-            "context": self.context,
-            "shown": list(self.shown),
-            "duplicateIds": list(self.duplicate_ids),
-            "scores": dict(self.scores),
-        }
+    scores: dict[str, float] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -102,7 +89,7 @@ class EvidenceRecord:
     scope_id: str | None
     bank_ids: tuple[str, ...]
     session_id: str | None
-    session_file: str | None
+    transcript_path: str | None
     entry_id: str | None
     recall_ms: float | None
     total_ms: float | None
@@ -142,7 +129,7 @@ class EvidenceRecord:
             "scopeId": self.scope_id,
             "bankIds": list(self.bank_ids),
             "sessionId": self.session_id,
-            "sessionFile": self.session_file,
+            "transcriptPath": self.transcript_path,
             "entryId": self.entry_id,
             "recallMs": self.recall_ms,
             "totalMs": self.total_ms,
@@ -225,7 +212,7 @@ class RequestRow:
     scope_id: str | None = None
     bank_ids: tuple[str, ...] = ()
     session_id: str | None = None
-    session_file: str | None = None
+    transcript_path: str | None = None
     entry_id: str | None = None
     recall_ms: float | None = None
     total_ms: float | None = None
@@ -259,7 +246,7 @@ class PreparedRecord:
     session_id: str | None
     scope_id: str | None = None
     bank_ids: tuple[str, ...] = ()
-    session_file: str | None = None
+    transcript_path: str | None = None
     reason: str | None = None
     body: str | None = None
     record_ids: tuple[str, ...] = ()
@@ -284,7 +271,7 @@ class PreparedRecord:
             scope_id=self.scope_id,
             bank_ids=tuple(self.bank_ids),
             session_id=self.session_id,
-            session_file=self.session_file,
+            transcript_path=self.transcript_path,
             recall_ms=self.recall_ms,
             total_ms=self.total_ms,
             record_count=len(self.record_ids),
