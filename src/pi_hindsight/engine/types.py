@@ -342,3 +342,10 @@ class Shown:
     framed: bool
     memo_version: str | None = None  # set when the block carried the memo
     memo_text: str | None = None
+
+
+def warm_up() -> None:
+    """Build the delivery records' validators ahead of the first prompt (the sidecar's warm-up
+    thread calls this; ``records.py`` defers building them to first use)."""
+    for model in (DeliveryDetails, DeliveredRecord, Omitted):
+        model.model_rebuild()

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from pi_hindsight import __version__
-from pi_hindsight.engine.types import DeliveredRecord, DeliveryDetails, Omitted
 from pi_hindsight.errors import NoSession, PiHindsightError, RpcError
 from pi_hindsight.paths import ensure_private_dir
 from pi_hindsight.rpc import jsonrpc
@@ -45,20 +44,26 @@ _MAX_QUEUED_BYTES = 64 * 1024 * 1024
 _MAX_QUEUED_LINES = 1_024
 MAX_IN_FLIGHT = 64
 # Imported ahead by the warm-up thread: what the first prompt needs and no session's start does.
-WARM_UP_MODULES = ("pi_hindsight.backend.hindsight", "pi_hindsight.redaction")
+WARM_UP_MODULES = (
+    "pi_hindsight.backend.hindsight",
+    "pi_hindsight.redaction",
+    "pi_hindsight.engine.types",
+)
 
 
 def _warm_up() -> None:
     """Import what the first prompt needs off the loop (no connection is made by importing),
-    and build the validators of the delivery's records, which pydantic builds on first use
-    (``records.py``, ``defer_build``): a few milliseconds the first prompt need not pay."""
+    and run a module's ``warm_up()`` where it has one (e.g. building validators pydantic would
+    otherwise build on first use): milliseconds the first prompt need not pay."""
     for name in WARM_UP_MODULES:
         try:
-            importlib.import_module(name)
+            module = importlib.import_module(name)
         except ImportError:  # pragma: no cover - reported when the module is first used
             logger.exception("cannot import %s", name)
-    for model in (DeliveryDetails, DeliveredRecord, Omitted):
-        model.model_rebuild()
+            continue
+        warm_up = getattr(module, "warm_up", None)
+        if callable(warm_up):
+            warm_up()
 
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
