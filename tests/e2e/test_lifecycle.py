@@ -17,7 +17,8 @@ import pytest
 from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.startup_memo import memo_id
-from tests.plugins.pi import PiRpc, PiWorld, make_repo
+from tests.plugins.pi import PiWorld, make_repo
+from tests.support.pi_confirm import agree_to_command
 from tests.support.pi_requests import memory_after, messages_of, requests_for
 from tests.support.retain import BankView
 
@@ -145,26 +146,15 @@ def test_pi_seeds_with_its_command_only_after_showing_the_plan_and_asking(
     assert "sessions: 1 to send (1 requests)" in said and "Not sent" in said
     assert seeded()["sessions"] == 1  # still to send
 
-    rpc = PiRpc(pi_world, repo)
-    try:
-        rpc.wait_for(lambda e: e.get("method") == "setStatus", "the status line")
-        start = len(rpc.events)
-        rpc.send({"type": "prompt", "message": "/hindsight:seed sessions"})
-        _, ask = rpc.wait_for(
-            lambda e: e.get("type") == "extension_ui_request" and e.get("method") == "confirm",
-            "the plan to confirm",
-            after=start,
-        )
-        assert "1 earlier session(s)" in ask["title"]
-        assert "sessions: 1 to send (1 requests)" in ask["message"]
-        rpc.send({"type": "extension_ui_response", "id": ask["id"], "confirmed": True})
-        rpc.wait_for(
-            lambda e: e.get("method") == "notify" and "queued 1 item(s)" in str(e.get("message")),
-            "the queued report",
-            after=start,
-        )
-    finally:
-        assert rpc.close() == 0
+    ask = agree_to_command(
+        pi_world,
+        repo,
+        "/hindsight:seed sessions",
+        lambda said: "queued 1 item(s)" in said,
+        "the queued report",
+    )
+    assert "1 earlier session(s)" in ask["title"]
+    assert "sessions: 1 to send (1 requests)" in ask["message"]
     pi_world.drain()
     again = seeded()
     assert again["items"] == 0 and again["skipped"].get("seeded") == 1

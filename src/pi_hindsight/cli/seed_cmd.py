@@ -4,6 +4,8 @@ Pi's earlier sessions of this location (and its worktrees) and a digest of the g
 The plan (a dry run) is always shown first; ``--dry-run`` stops there. Applying commits the plan
 to the durable outbox, then waits while its worker delivers it (a progress bar in a terminal,
 plain lines otherwise). Running it again sends nothing twice; after a kill it finishes the rest.
+An adapter over ``operations/scope_seeding.py``: asking, progress and the wait are the command
+line's; the plan, its text and its JSON are the operation's.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ the documents live retain would have produced, through the durable outbox (docs/
 Two steps, always in this order: :meth:`Seeder.plan` says exactly what would be sent (sessions,
 requests, commits, characters, an estimate of the LLM tokens Hindsight will spend) and sends
 nothing; :meth:`Seeder.apply` commits that plan to the outbox, whose worker delivers it. The plan
-holds the rendered, redacted items themselves, so its figures are what is sent.
+holds the rendered, redacted items themselves, so its figures are what is sent. Commands reach
+this through the seeding operation (``operations/scope_seeding.py``), which also renders the plan.
 
 Idempotent and resumable: every seeded item has a deterministic request id
 (``seed:<session id>:<first entry id>``, ``seed:git:<document id>``) and the outbox stores a
