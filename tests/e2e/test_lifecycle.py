@@ -1,6 +1,7 @@
 """Memory over its whole life, end to end: the real Pi binary, our extension and sidecar, the real
 Hindsight server and the stand-in models. A fact said before the location was registered reaches
-a later session after seeding; a forgotten record is never delivered again and the memo no longer
+a later session after seeding (from the command line, and from Pi's ``/hindsight:seed``, which
+shows the plan and asks first); a forgotten record is never delivered again and the memo no longer
 states it; a corrected record is not delivered and its correction is; another scope's id is
 refused like an unknown one."""
 
@@ -17,6 +18,7 @@ from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.startup_memo import memo_id
 from tests.plugins.pi import PiWorld, make_repo
+from tests.support.pi_confirm import agree_to_command
 from tests.support.pi_requests import memory_after, messages_of, requests_for
 from tests.support.retain import BankView
 
@@ -124,6 +126,38 @@ def test_a_fact_said_before_registration_reaches_a_later_session_after_seeding(
     )
     assert [turn["role"] for turn in turns] == ["user", "assistant"]
     assert turns[0]["content"] == FACT
+
+
+def test_pi_seeds_with_its_command_only_after_showing_the_plan_and_asking(
+    pi_world: PiWorld, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "gamma", "https://example.com/team/seed-command.git")
+    pi_world.run(repo, FACT)  # not registered: memory is off, but Pi keeps the session
+    pi_world.register(repo)
+
+    def seeded() -> dict[str, Any]:
+        plan = pi_world.cli("scope", "seed", str(repo), "--sessions", "--dry-run", "--json")
+        data: dict[str, Any] = json.loads(plan.stdout)
+        return data
+
+    # Without a UI the command shows the plan and sends nothing.
+    shown = pi_world.run(repo, "/hindsight:seed sessions")
+    said = shown.stdout + shown.stderr
+    assert "sessions: 1 to send (1 requests)" in said and "Not sent" in said
+    assert seeded()["sessions"] == 1  # still to send
+
+    ask = agree_to_command(
+        pi_world,
+        repo,
+        "/hindsight:seed sessions",
+        lambda said: "queued 1 item(s)" in said,
+        "the queued report",
+    )
+    assert "1 earlier session(s)" in ask["title"]
+    assert "sessions: 1 to send (1 requests)" in ask["message"]
+    pi_world.drain()
+    again = seeded()
+    assert again["items"] == 0 and again["skipped"].get("seeded") == 1
 
 
 def test_forget_deletes_the_source_and_the_memo_stops_stating_it(

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugins.pi import PiRpc, PiWorld, make_repo
+from tests.plugins.pi import PiWorld, make_repo
+from tests.support.pi_confirm import agree_to_command
 from tests.support.pi_requests import last_tool_result, script_tool_call
 
 pytestmark = [pytest.mark.server, pytest.mark.pi]
@@ -34,25 +35,14 @@ def test_template_apply_previews_first_asks_and_applies_exactly_that(
     assert "Not applied" in previewed.stdout + previewed.stderr
     assert _models(pi_world, repo) == before
 
-    rpc = PiRpc(pi_world, repo)
-    try:
-        rpc.wait_for(lambda e: e.get("method") == "setStatus", "the status line")
-        start = len(rpc.events)
-        rpc.send({"type": "prompt", "message": "/hindsight:template-apply coding-project"})
-        _, ask = rpc.wait_for(
-            lambda e: e.get("type") == "extension_ui_request" and e.get("method") == "confirm",
-            "the preview to confirm",
-            after=start,
-        )
-        assert "coding-project" in ask["title"] and "Architecture" in ask["message"]
-        rpc.send({"type": "extension_ui_response", "id": ask["id"], "confirmed": True})
-        rpc.wait_for(
-            lambda e: e.get("method") == "notify" and "coding-project" in str(e.get("message")),
-            "the applied report",
-            after=start,
-        )
-    finally:
-        assert rpc.close() == 0
+    ask = agree_to_command(
+        pi_world,
+        repo,
+        "/hindsight:template-apply coding-project",
+        lambda said: "coding-project" in said,
+        "the applied report",
+    )
+    assert "coding-project" in ask["title"] and "Architecture" in ask["message"]
     names = {str(model.get("name")) for model in _models(pi_world, repo)}
     assert {"Architecture", "Engineering decisions"} <= {name.split(" (")[0] for name in names}
 

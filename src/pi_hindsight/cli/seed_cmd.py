@@ -4,6 +4,8 @@ Pi's earlier sessions of this location (and its worktrees) and a digest of the g
 The plan (a dry run) is always shown first; ``--dry-run`` stops there. Applying commits the plan
 to the durable outbox, then waits while its worker delivers it (a progress bar in a terminal,
 plain lines otherwise). Running it again sends nothing twice; after a kill it finishes the rest.
+An adapter over ``operations/scope_seeding.py``: asking, progress and the wait are the command
+line's; the plan, its text and its JSON are the operation's.
 """
 
 from __future__ import annotations
@@ -18,11 +20,19 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from pi_hindsight.cli._common import echo_json, json_option, resolve_state_dir, state_dir_option
-from pi_hindsight.engine.seeding import SeedUnit, describe_plan
 from pi_hindsight.engine.types import SessionInfo
+from pi_hindsight.operations.scope_seeding import (
+    SEED,
+    DeliveryCount,
+    MeasuredSpend,
+    ScopeSeedResult,
+    SeedArgs,
+    SeedingContext,
+)
 
 if TYPE_CHECKING:
     from pi_hindsight.engine.engine import MemoryEngine
+    from pi_hindsight.engine.seeding import SeedUnit
     from pi_hindsight.engine.usage import Spend
 
 POLL_S = 0.5
@@ -34,7 +44,7 @@ def _unit_line(done: int, total: int, unit: SeedUnit) -> str:
 
 
 async def _wait(
-    engine: Any, keys: list[tuple[str, str]], timeout: float, tty: bool, quiet: bool
+    engine: MemoryEngine, keys: list[tuple[str, str]], timeout: float, tty: bool, quiet: bool
 ) -> dict[str, int]:
     deadline = time.monotonic() + timeout
     total = len(keys)
@@ -64,65 +74,72 @@ async def _seed(
     state_dir: Path,
     directory: Path,
     *,
-    sessions: bool,
-    git: bool,
-    dry_run: bool,
+    args: SeedArgs,
     assume_yes: bool,
     wait: bool,
     timeout: float,
     as_json: bool,
-) -> dict[str, Any]:
+) -> ScopeSeedResult:
     from pi_hindsight.app import CLI_HOST, build_engine  # noqa: PLC0415 - keep `--help` fast
     from pi_hindsight.hosts.pi.seed_sessions import PiSessions  # noqa: PLC0415
     from pi_hindsight.paths import pi_agent_dir  # noqa: PLC0415
 
-    engine = build_engine(CLI_HOST, state_dir, passive=dry_run)
+    engine = build_engine(CLI_HOST, state_dir, passive=not args.apply)
     info = SessionInfo(f"seed-{uuid.uuid4()}", directory, None, has_ui=False, reason="seed")
     await engine.open_session(info)
-    try:
-        seeder = await engine.seeder()
-        source = PiSessions(pi_agent_dir()) if sessions else None
-        plan = await seeder.plan(sessions=source, git=git)
-        data: dict[str, Any] = {**plan.to_json(), "applied": False}
+    tty = sys.stdout.isatty() and not as_json
+    shown = False
+    bar: Any = None
+
+    def approve(plan: ScopeSeedResult) -> bool:
+        """Show the plan before anything is queued; in a terminal, ask (unless --yes)."""
+        nonlocal shown, bar
+        shown = True
         if not as_json:
-            for line in describe_plan(plan):
-                click.echo(line)
-        if dry_run or not plan.items:
-            if not as_json:
-                click.echo("dry run: nothing was sent" if dry_run else "nothing to send")
-            return data
-        tty = sys.stdout.isatty() and not as_json
+            click.echo("\n".join(plan.plan_lines()))
         if tty and not assume_yes and not click.confirm("send it to Hindsight?", default=True):
-            click.echo("nothing was sent")
-            return data
-        progress = None
-        bar = click.progressbar(length=len(plan.to_send), label="queueing") if tty else None
+            return False
+        to_send = sum(1 for unit in plan.units if unit.state == "send")
+        bar = click.progressbar(length=to_send, label="queueing") if tty else None
+        return True
+
+    def progress(done: int, total: int, unit: SeedUnit) -> None:
         if bar is not None:
-            progress = lambda done, total, unit: bar.update(1)  # noqa: E731
+            bar.update(1)
         elif not as_json:
-            progress = lambda done, total, unit: click.echo(_unit_line(done, total, unit))  # noqa: E731
-        spent_before = await _extraction_spend(engine)
-        result = await seeder.apply(plan, progress)
+            click.echo(_unit_line(done, total, unit))
+
+    try:
+        context = SeedingContext(
+            engine,
+            PiSessions(pi_agent_dir()) if args.sessions else None,
+            approve=approve,
+            progress=progress,
+        )
+        spent_before = await _extraction_spend(engine) if args.apply and wait else None
+        result = await SEED(context, args)
         if bar is not None:
             bar.render_finish()
-        engine.wake_worker()
-        data.update(applied=True, queued=result.items, queuedCharacters=result.characters)
-        if wait:
-            states = await _wait(engine, list(result.keys), timeout, tty, as_json)
-            data["delivery"] = states
-            if not as_json:
-                click.echo(
-                    f"delivered {states.get('done', 0)} of {result.items} items"
-                    + (
-                        f", {states['dead']} dead (see `pi-hindsight outbox list`)"
-                        if states.get("dead")
-                        else ""
-                    )
+        if not as_json:
+            if not shown:
+                click.echo("\n".join(result.plan_lines()))
+            if not (result.applied and wait):
+                click.echo(result.outcome_line())
+        if not result.applied or not wait:
+            return result
+        states = await _wait(engine, result.queued_keys, timeout, tty, as_json)
+        delivery = DeliveryCount.model_validate(states)
+        if not as_json:
+            click.echo(
+                f"delivered {delivery.done} of {result.queued} items"
+                + (
+                    f", {delivery.dead} dead (see `pi-hindsight outbox list`)"
+                    if delivery.dead
+                    else ""
                 )
-            data["measured"] = await _measured(engine, spent_before, plan.estimated_tokens, as_json)
-        elif not as_json:
-            click.echo(f"queued {result.items} items; the outbox delivers them")
-        return data
+            )
+        measured = await _measured(engine, spent_before, result.estimated_tokens, as_json)
+        return result.model_copy(update={"delivery": delivery, "measured": measured})
     finally:
         await engine.shutdown(3.0)
 
@@ -146,22 +163,23 @@ async def _extraction_spend(engine: MemoryEngine) -> Spend | None:
 
 async def _measured(
     engine: MemoryEngine, before: Spend | None, estimated: int, quiet: bool
-) -> dict[str, Any]:
+) -> MeasuredSpend:
     """The extraction the run cost, as the server recorded it: the last day's before and after
     (consolidation runs on afterwards: `pi-hindsight usage` shows it), beside the estimate."""
     after = await _extraction_spend(engine)
-    found: dict[str, Any]
     if before is None or after is None:
-        found = {"spend": None, "describe": "not known (the server's records could not be read)"}
+        found = MeasuredSpend(
+            spend=None, describe="not known (the server's records could not be read)"
+        )
     else:
         spent = after.minus(before)
-        found = {
-            "spend": spent.to_json(),
-            "describe": f"retain extraction {spent.describe()}; consolidation follows "
+        found = MeasuredSpend(
+            spend=spent.to_json(),
+            describe=f"retain extraction {spent.describe()}; consolidation follows "
             "(`pi-hindsight usage`)",
-        }
+        )
     if not quiet:
-        click.echo(f"spent: {found['describe']} (estimated ~{estimated:,})")
+        click.echo(f"spent: {found.describe} (estimated ~{estimated:,})")
     return found
 
 
@@ -198,13 +216,11 @@ def seed(
     neither --sessions nor --git is given). Shows the plan first; --dry-run sends nothing."""
     if not sessions and not git_:
         sessions = git_ = True
-    data = asyncio.run(
+    result = asyncio.run(
         _seed(
             resolve_state_dir(state_dir),
             directory.resolve(),
-            sessions=sessions,
-            git=git_,
-            dry_run=dry_run,
+            args=SeedArgs(sessions=sessions, git=git_, apply=not dry_run),
             assume_yes=assume_yes,
             wait=not no_wait,
             timeout=timeout,
@@ -212,9 +228,8 @@ def seed(
         )
     )
     if as_json:
-        echo_json(data)
-    delivery = data.get("delivery") or {}
-    if data.get("applied") and not no_wait and delivery.get("done", 0) < data.get("queued", 0):
+        echo_json(result.to_json())
+    if result.delivery is not None and result.delivery.done < result.queued:
         raise SystemExit(1)
 
 

@@ -4,7 +4,8 @@ the documents live retain would have produced, through the durable outbox (docs/
 Two steps, always in this order: :meth:`Seeder.plan` says exactly what would be sent (sessions,
 requests, commits, characters, an estimate of the LLM tokens Hindsight will spend) and sends
 nothing; :meth:`Seeder.apply` commits that plan to the outbox, whose worker delivers it. The plan
-holds the rendered, redacted items themselves, so its figures are what is sent.
+holds the rendered, redacted items themselves, so its figures are what is sent. Commands reach
+this through the seeding operation (``operations/scope_seeding.py``), which also renders the plan.
 
 Idempotent and resumable: every seeded item has a deterministic request id
 (``seed:<session id>:<first entry id>``, ``seed:git:<document id>``) and the outbox stores a
@@ -28,7 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.backend.records import RetainItem
@@ -180,38 +181,6 @@ class SeedPlan:
     def skipped(self) -> dict[str, int]:
         counts = Counter(unit.state for unit in self.units if unit.state != "send")
         return dict(sorted(counts.items()))
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "scope": self.scope.scope_id,
-            "bankId": self.scope.bank_id,
-            "tags": list(self.scope.tags),
-            "sessions": self.sessions,
-            "requests": self.requests,
-            "commits": self.commits,
-            "items": self.items,
-            "characters": self.characters,
-            "estimatedTokens": self.estimated_tokens,
-            "estimate": ESTIMATE_NOTE,
-            "skipped": self.skipped(),
-            "otherLocations": self.other_locations,
-            "problems": dict(self.problems),
-            "examples": list(self.examples),
-            "serverError": self.server_error,
-            "gitError": self.git_error,
-            "units": [
-                {
-                    "kind": unit.kind,
-                    "key": unit.key,
-                    "label": unit.label,
-                    "state": unit.state,
-                    "found": unit.found,
-                    "items": len(unit.requests),
-                    "characters": unit.characters,
-                }
-                for unit in self.units
-            ],
-        }
 
 
 @dataclass(frozen=True)
@@ -486,33 +455,6 @@ class Seeder:
             if progress is not None:
                 progress(index, len(units), unit)
         return SeedResult(len(keys), characters, tuple(keys))
-
-
-def describe_plan(plan: SeedPlan) -> list[str]:
-    scope = plan.scope
-    skipped = ", ".join(f"{count} {state}" for state, count in plan.skipped().items())
-    lines = [
-        f"seeding {scope.scope_id} (bank {scope.bank_id}, tags {', '.join(scope.tags)}):",
-        f"  sessions: {plan.sessions} to send ({plan.requests} requests)"
-        + (f"; skipped: {skipped}" if skipped else ""),
-    ]
-    if plan.other_locations:
-        lines.append(f"  left alone: {plan.other_locations} sessions of other locations")
-    git_units = [unit for unit in plan.to_send if unit.kind == "git"]
-    lines.append(f"  git: {plan.commits} commits in {len(git_units)} documents")
-    if plan.git_error:
-        lines.append(f"  git: not read ({plan.git_error})")
-    lines.append(
-        f"  to send: {plan.items} items, {plan.characters:,} characters, "
-        f"~{plan.estimated_tokens:,} LLM tokens for Hindsight to extract them (estimated)"
-    )
-    for problem, count in sorted(plan.problems.items()):
-        lines.append(f"  problem: {count} x {problem}")
-    for example in plan.examples[:3]:
-        lines.append(f"    e.g. {example}")
-    if plan.server_error:
-        lines.append(f"  Hindsight not asked what it already holds: {plan.server_error}")
-    return lines
 
 
 def _known_requests(outbox: Outbox, session_ids: Sequence[str]) -> dict[str, set[str]]:

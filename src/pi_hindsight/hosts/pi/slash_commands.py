@@ -196,37 +196,37 @@ class PiCommands:
     async def _seed(self, args: str, accepted: bool | None) -> CommandResult:
         """The plan first (nothing sent); apply only after the user agreed to it. Applying
         queues the items; the sidecar's retain worker delivers them in the background."""
-        words = set(args.split())
-        want_sessions = "git" not in words or "sessions" in words
-        want_git = "sessions" not in words or "git" in words
-        seeder = await self.engine.seeder()
-        sessions = self._sessions() if want_sessions else None
-        plan = await seeder.plan(sessions=sessions, git=want_git)
-        from pi_hindsight.engine.seeding import describe_plan  # noqa: PLC0415 - on demand
+        from pi_hindsight.operations.scope_seeding import (  # noqa: PLC0415 - on demand
+            SEED,
+            SeedArgs,
+            SeedingContext,
+        )
 
-        text = "\n".join(describe_plan(plan))
         if accepted is False:
             return _say("seeding cancelled: nothing was sent")
-        if not plan.items:
+        words = set(args.split())
+        seed = SeedArgs(
+            sessions="git" not in words or "sessions" in words,
+            git="sessions" not in words or "git" in words,
+            apply=bool(accepted),
+        )
+        result = await SEED(SeedingContext(self.engine, self._sessions()), seed)
+        if result.applied:
+            return _say(f"{result.outcome_line()} in the background (/hindsight:outbox)")
+        text = "\n".join(result.plan_lines())
+        if not result.items:
             return _say(f"{text}\nNothing to send.")
-        if accepted is None:
-            if not self._has_ui:
-                return _say(
-                    f"{text}\nNot sent: confirming needs an interactive session, or run "
-                    "`pi-hindsight scope seed` in this directory."
-                )
-            return _ask(
-                f"Seed memory from {plan.sessions} earlier session(s) and "
-                f"{plan.commits} commit(s)?",
-                text,
-                "hindsight:seed",
-                args,
+        if not self._has_ui:
+            return _say(
+                f"{text}\nNot sent: confirming needs an interactive session, or run "
+                "`pi-hindsight scope seed` in this directory."
             )
-        result = await seeder.apply(plan)
-        self.engine.wake_worker()
-        return _say(
-            f"queued {result.items} item(s), {result.characters:,} characters; the outbox "
-            "delivers them in the background (/hindsight:outbox)"
+        return _ask(
+            f"Seed memory from {result.sessions} earlier session(s) and "
+            f"{result.commits} commit(s)?",
+            text,
+            "hindsight:seed",
+            args,
         )
 
 
