@@ -310,16 +310,10 @@ class MessageBuilder:
         """The first of records with the same text, with the provenance the others carry: an
         observation comes back without context or document, the fact it consolidates with them."""
         first = group[0]
-        if len(group) == 1 and all(
-            value is None or value
-            for value in (
-                first.context,
-                first.document_id,
-                first.occurred_start,
-                first.mentioned_at,
-            )
-        ):
-            return first  # what the merge below would build: no copy (most records are alone)
+        if len(group) == 1:
+            # Most records are alone: no copy (the merge below would only turn empty strings
+            # into None, and every reader of a merged record treats both alike).
+            return first
         context = next((r.context for r in group if self._informs(r.context)), None) or next(
             (r.context for r in group if r.context), None
         )
@@ -420,10 +414,10 @@ class MessageBuilder:
             key=key,
             section=kind,
             type=record.type,
-            document_id=record.document_id,
+            document_id=record.document_id or None,
             chunk_id=record.chunk_id,
             occurred=_occurred(record),
-            context=None if record.context is None else self._redact(record.context),
+            context=self._redact(record.context) if record.context else None,
             shown=shown,
             duplicate_ids=duplicates,
             scores=record.scores,
