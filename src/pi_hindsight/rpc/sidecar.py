@@ -175,7 +175,7 @@ class Sidecar:
 
     async def _run_request(self, request: jsonrpc.Request) -> None:
         handler = self.host.handlers.get(request.method)
-        answer: dict[str, Any] | jsonrpc.Encoded | None
+        answer: dict[str, Any] | bytes | None
         try:
             if handler is None:
                 raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"unknown method {request.method!r}")
@@ -187,16 +187,18 @@ class Sidecar:
         else:
             if request.id is None:
                 answer = None
-            elif isinstance(value, jsonrpc.Encoded):
-                answer = value
+            elif isinstance(value, jsonrpc.Encoded):  # encoded once, by the host
+                answer = jsonrpc.result_line(request.id, value)
             else:
                 answer = jsonrpc.result(request.id, value)
         finally:
             if request.id is not None:
                 self._tasks.pop(request.id, None)
-        if request.id is not None and isinstance(answer, jsonrpc.Encoded):
-            self._write(jsonrpc.result_line(request.id, answer))  # encoded once, by the host
-        elif request.id is not None and answer is not None:
+        if request.id is None or answer is None:
+            pass  # a notification is not answered, even when it fails
+        elif isinstance(answer, bytes):
+            self._write(answer)
+        else:
             self.send(answer)
         self._warm_up_once()
 
@@ -281,7 +283,7 @@ class Sidecar:
         while True:
             # One await per line (no task and no wait per line: issue 19); _stop() puts _STOP.
             line = await inbox.queue.get()
-            if line is _STOP or self._stopping.is_set():
+            if isinstance(line, _Stop) or self._stopping.is_set():
                 break
             if line is None:  # stdin closed: Pi is gone
                 await self._shutdown(None)
@@ -296,7 +298,6 @@ class Sidecar:
                     )
                 )
                 continue
-            assert isinstance(line, bytes)
             inbox.taken(line)
             self.handle_line(line)
         # Let in-flight responses (e.g. the shutdown answer) go out before the process exits.
