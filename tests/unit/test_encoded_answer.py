@@ -30,7 +30,7 @@ def test_encoded_once_is_the_json_of_the_dict_path() -> None:
         "records": [{"id": "r1", "scores": {"rrf": 0.031}, "shown": ("context",)}],
         "queries": [("project", "port?")],
         "tokens": 123,
-        "text": "é \u2028 \u2029 \"quoted\" \\ tab\t",
+        "text": 'é \u2028 \u2029 "quoted" \\ tab\t',
     }
     model = _result("<hindsight-memory>\n- (2026-11-29) a fact\n</hindsight-memory>", details)
     encoded = model.wire_json()
