@@ -213,6 +213,9 @@ def _seed(sidecar: Sidecar, repo: Path, env: dict[str, str]) -> None:
 
 
 def _baseline(work: Path, env: dict[str, str], repo: Path, src: Path, name: str) -> Measured:
+    """The baseline's sidecar, seeded as the current one was: each side's state dir then holds
+    the same history (the seed session, its turns in the outbox and the ledger), so neither
+    starts or answers from emptier stores. The bank is shared: both recall the same records."""
     # Its own state dir: an older version cannot open a newer version's stores.
     state = Path(env["PI_HINDSIGHT_STATE_DIR"])
     old_state = work / "state-baseline"
@@ -220,7 +223,9 @@ def _baseline(work: Path, env: dict[str, str], repo: Path, src: Path, name: str)
     (old_state / "config.json").write_text((state / "config.json").read_text())
     old_env = dict(env, PI_HINDSIGHT_STATE_DIR=str(old_state), PYTHONPATH=str(src))
     _cli(old_env, "scope", "register", str(repo))
-    return Measured(f"baseline {name}", Sidecar(old_env))
+    sidecar = Sidecar(old_env)
+    _seed(sidecar, repo, old_env)
+    return Measured(f"baseline {name}", sidecar)
 
 
 def _measure(measured: list[Measured], repo: Path, queries: list[str]) -> None:

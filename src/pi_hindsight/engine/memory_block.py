@@ -29,13 +29,13 @@ already delivered in the visible session and records the memo states are left ou
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from pi_hindsight.backend.records import MemoryRecord
 from pi_hindsight.engine.memo_overlap import MemoStatements
@@ -212,6 +212,20 @@ def memo_section(block: str) -> str | None:
     return "\n".join(body).strip() or None
 
 
+class _Origin(NamedTuple):
+    """A record to show with the provenance of every record of its text (``_merge``); empty
+    strings are None here."""
+
+    record: MemoryRecord  # the first of its group: its id, type and scores
+    context: str | None
+    document_id: str | None
+    chunk_id: str | None
+    occurred: str | None = None  # None: the record's own (see ``when``)
+
+    def when(self) -> str | None:
+        return self.occurred or _occurred(self.record)
+
+
 @dataclass
 class SectionReport:
     """What happened to one section's candidates (for the details and the evidence ledger)."""
@@ -275,7 +289,7 @@ class MessageBuilder:
         # Once per distinct text in a block: records of one session share their context, and a
         # context is both shown and kept in the details (issue 19: the answer's own cost).
         self._redact = functools.cache(redact)
-        self._default_context = default_context
+        self._default_context = functools.cache(default_context)
         self._parts: list[str] = []
         self._reports: list[SectionReport] = []
         self._seen_texts: set[str] = set()
@@ -306,52 +320,44 @@ class MessageBuilder:
     def _informs(self, context: str | None) -> bool:
         return bool(context) and not self._default_context(context or "")
 
-    def _merge(self, group: Sequence[MemoryRecord]) -> MemoryRecord:
+    def _merge(self, group: Sequence[MemoryRecord]) -> _Origin:
         """The first of records with the same text, with the provenance the others carry: an
-        observation comes back without context or document, the fact it consolidates with them."""
+        observation comes back without context or document, the fact it consolidates with them.
+        The provenance is kept beside the record, not copied into a new one (issue 19: a copy
+        per record was a fifth of composing a block)."""
         first = group[0]
-        if len(group) == 1 and all(
-            value is None or value
-            for value in (
-                first.context,
-                first.document_id,
-                first.occurred_start,
-                first.mentioned_at,
-            )
-        ):
-            return first  # what the merge below would build: no copy (most records are alone)
+        if len(group) == 1:  # most records are alone
+            return _Origin(first, first.context or None, first.document_id or None, first.chunk_id)
         context = next((r.context for r in group if self._informs(r.context)), None) or next(
             (r.context for r in group if r.context), None
         )
         documented = next((r for r in group if openable_source(r.document_id)), None) or next(
             (r for r in group if r.document_id), None
         )
-        return dataclasses.replace(
+        return _Origin(
             first,
-            context=context,
-            document_id=documented.document_id if documented else None,
-            chunk_id=documented.chunk_id if documented else first.chunk_id,
-            occurred_start=first.occurred_start
-            or next((r.occurred_start for r in group if r.occurred_start), None),
-            mentioned_at=first.mentioned_at
+            context,
+            documented.document_id if documented else None,
+            documented.chunk_id if documented else first.chunk_id,
+            next((r.occurred_start for r in group if r.occurred_start), None)
             or next((r.mentioned_at for r in group if r.mentioned_at), None),
         )
 
-    def _render(self, record: MemoryRecord, text: str) -> tuple[str, tuple[str, ...]]:
-        occurred = _occurred(record)
+    def _render(self, origin: _Origin, text: str) -> tuple[str, tuple[str, ...]]:
+        occurred = origin.when()
         line = f"- ({occurred[:10]}) {text}" if occurred else f"- {text}"
-        origin: list[str] = []
+        parts: list[str] = []
         shown: list[str] = []
-        if record.context and self._informs(record.context):
-            context = _trim(_one_line(defuse(self._redact(record.context))), _CONTEXT_MAX_CHARS)
-            origin.append(f"context: {context}")
+        if origin.context and self._informs(origin.context):
+            context = _trim(_one_line(defuse(self._redact(origin.context))), _CONTEXT_MAX_CHARS)
+            parts.append(f"context: {context}")
             shown.append("context")
-        source = openable_source(record.document_id)
+        source = openable_source(origin.document_id)
         if source is not None:
-            origin.append(f"source: {source}")
+            parts.append(f"source: {source}")
             shown.append("source")
-        if origin:
-            line += f"\n  [{'; '.join(origin)}]"
+        if parts:
+            line += f"\n  [{'; '.join(parts)}]"
         return line, tuple(shown)
 
     def add_records(
@@ -409,21 +415,22 @@ class MessageBuilder:
 
     def _delivered(
         self,
-        record: MemoryRecord,
+        origin: _Origin,
         key: str,
         kind: str,
         shown: tuple[str, ...],
         duplicates: tuple[str, ...],
     ) -> DeliveredRecord:
+        record = origin.record
         return DeliveredRecord(
             id=record.id,
             key=key,
             section=kind,
             type=record.type,
-            document_id=record.document_id,
-            chunk_id=record.chunk_id,
-            occurred=_occurred(record),
-            context=None if record.context is None else self._redact(record.context),
+            document_id=origin.document_id,
+            chunk_id=origin.chunk_id,
+            occurred=origin.when(),
+            context=None if origin.context is None else self._redact(origin.context),
             shown=shown,
             duplicate_ids=duplicates,
             scores=record.scores,

@@ -63,6 +63,20 @@ class Request:
     id: RequestId | None  # None for a notification
 
 
+@dataclass(frozen=True)
+class Encoded:
+    """A result already encoded as one line of JSON (UTF-8, no raw LF), sent as it is: a handler
+    that builds its answer as a model serialises it once, straight to bytes (issue 19)."""
+
+    json: bytes
+
+
+def result_line(request_id: RequestId, value: Encoded) -> bytes:
+    """The protocol line of a result that is already JSON."""
+    head = json.dumps(request_id, ensure_ascii=False).encode("utf-8")
+    return b'{"jsonrpc":"2.0","id":' + head + b',"result":' + value.json + b"}\n"
+
+
 def encode(message: dict[str, Any]) -> bytes:
     """One protocol line. Raises ValueError/TypeError only for a value JSON cannot express."""
     try:

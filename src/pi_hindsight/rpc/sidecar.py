@@ -142,6 +142,7 @@ class Sidecar:
         self.shutdown_bound_s = shutdown_bound_s
         self._shutting_down = False
         self._warming = False
+        self._inbox: Inbox | None = None
 
     def _warm_up_once(self) -> None:
         if not self._warming:
@@ -161,19 +162,30 @@ class Sidecar:
                     message.get("id"), jsonrpc.INTERNAL_ERROR, "internal error: unencodable result"
                 )
             )
+        self._write(line)
+
+    def _write(self, line: bytes) -> None:
+        """One line out, one unbuffered write (``_claim_stdout``): nothing is awaited."""
         try:
             self._output.write(line)
             self._output.flush()
         except (BrokenPipeError, OSError, ValueError):
             # The shim is gone (a closed pipe or file): nothing can be reported to it any more.
+            self._stop()
+
+    def _stop(self) -> None:
+        """End the serve loop: it wakes on the sentinel, not by racing a stop wait per line."""
+        if not self._stopping.is_set():
             self._stopping.set()
+            if self._inbox is not None:
+                self._inbox.queue.put_nowait(_STOP)
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         self.send(jsonrpc.notification(method, params))
 
     async def _run_request(self, request: jsonrpc.Request) -> None:
         handler = self.host.handlers.get(request.method)
-        answer: dict[str, Any] | None
+        answer: dict[str, Any] | bytes | None
         try:
             if handler is None:
                 raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"unknown method {request.method!r}")
@@ -183,11 +195,20 @@ class Sidecar:
         except Exception as failure:
             answer = _error_answer(request, failure)
         else:
-            answer = jsonrpc.result(request.id, value) if request.id is not None else None
+            if request.id is None:
+                answer = None
+            elif isinstance(value, jsonrpc.Encoded):  # encoded once, by the host
+                answer = jsonrpc.result_line(request.id, value)
+            else:
+                answer = jsonrpc.result(request.id, value)
         finally:
             if request.id is not None:
                 self._tasks.pop(request.id, None)
-        if request.id is not None and answer is not None:
+        if request.id is None or answer is None:
+            pass  # a notification is not answered, even when it fails
+        elif isinstance(answer, bytes):
+            self._write(answer)
+        else:
             self.send(answer)
         self._warm_up_once()
 
@@ -261,19 +282,19 @@ class Sidecar:
         )
         if request is not None and request.id is not None:
             self.send(jsonrpc.result(request.id, result))
-        self._stopping.set()
+        self._stop()
 
     async def serve(self, inbox: Inbox) -> None:
         """Handle the inbox's lines until stdin closes or a shutdown ends (``ready`` is sent
         before, by :func:`announce_ready`)."""
-        stop_task = asyncio.create_task(self._stopping.wait())
-        while not self._stopping.is_set():
-            get_task = asyncio.create_task(inbox.queue.get())
-            done, _ = await asyncio.wait({get_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
-            if get_task not in done:
-                get_task.cancel()
+        self._inbox = inbox
+        if self._stopping.is_set():
+            return
+        while True:
+            # One await per line (no task and no wait per line: issue 19); _stop() puts _STOP.
+            line = await inbox.queue.get()
+            if isinstance(line, _Stop) or self._stopping.is_set():
                 break
-            line = get_task.result()
             if line is None:  # stdin closed: Pi is gone
                 await self._shutdown(None)
                 break
@@ -289,7 +310,6 @@ class Sidecar:
                 continue
             inbox.taken(line)
             self.handle_line(line)
-        stop_task.cancel()
         # Let in-flight responses (e.g. the shutdown answer) go out before the process exits.
         await asyncio.sleep(0)
 
@@ -301,6 +321,13 @@ class Oversized:
     head: bytes
 
 
+class _Stop:
+    """The serve loop's wake-up to end (never read from stdin)."""
+
+
+_STOP = _Stop()
+
+
 class Inbox:
     """Lines read from stdin and not yet handled, bounded in count and bytes.
 
@@ -310,7 +337,7 @@ class Inbox:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self.queue: asyncio.Queue[bytes | Oversized | None] = asyncio.Queue()
+        self.queue: asyncio.Queue[bytes | Oversized | _Stop | None] = asyncio.Queue()
         self._room = threading.Condition()
         self._lines = 0
         self._bytes = 0

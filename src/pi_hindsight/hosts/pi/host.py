@@ -31,7 +31,7 @@ from pi_hindsight.hosts.pi.messages import request_messages, turn_messages
 from pi_hindsight.hosts.pi.naming import CUSTOM_TYPE, FRAMING_SECTION, PI_HOST
 from pi_hindsight.hosts.pi.session_file import session_start_dir
 from pi_hindsight.hosts.pi.slash_commands import PiCommands, seed_offer
-from pi_hindsight.rpc.jsonrpc import INVALID_PARAMS, PROTOCOL_VERSION
+from pi_hindsight.rpc.jsonrpc import INVALID_PARAMS, PROTOCOL_VERSION, Encoded
 from pi_hindsight.tools import MemoryTools
 
 logger = logging.getLogger(__name__)
@@ -168,7 +168,7 @@ class PiHost:
             view = dataclasses.replace(view, notices=(*view.notices, offer))
         return self._session_state(view)
 
-    async def prepare_memory(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def prepare_memory(self, params: dict[str, Any]) -> Encoded | dict[str, Any]:
         parsed = _validate(wire.PrepareParams, params)
         custom = parsed.message_type == "custom"
         delivery = await self.engine.prepare(
@@ -194,7 +194,7 @@ class PiHost:
             framing=None
             if framing is None
             else wire.FramingWire(section=FRAMING_SECTION, text=framing),
-        ).wire()
+        ).wire_json()
 
     async def confirm_delivery(self, params: dict[str, Any]) -> None:
         parsed = _validate(wire.ConfirmParams, params)
