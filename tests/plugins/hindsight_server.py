@@ -5,6 +5,7 @@ Load it with ``-p tests.plugins.hindsight_server`` (or from a conftest's ``pytes
 - ``hindsight_server`` (session): Hindsight started through the launcher with the offline LLM
   stand-in in the run's directory (``shared_run``): one server for every xdist worker, stopped
   when the run ends — also after failures and Ctrl-C (and SIGTERM, which is turned into Ctrl-C).
+  It starts in the background once the tests are collected, while the fast tests run.
 - ``PI_HINDSIGHT_TEST_SERVER_URL=http://127.0.0.1:PORT`` uses that running server instead; the
   yielded ServerInfo then has only ``base_url``/``host``/``port`` (``pids`` is empty), and tests
   about the launcher itself skip.
@@ -77,16 +78,26 @@ def hindsight_system_dir(request: pytest.FixtureRequest) -> Path:
     return shared_run.system_dir(request.config)
 
 
+def _start(config: pytest.Config) -> ServerInfo:
+    return start_server(
+        shared_run.server_state_dir(config, "hindsight"),
+        llm=llm_mode_for_tests(),
+        system_dir=shared_run.system_dir(config),
+        reranker=reranker_for_tests(),
+    )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Boot the server while the fast tests run (``shared_run.start_early``)."""
+    if not os.environ.get(SERVER_URL_ENV):
+        shared_run.start_early(session, "hindsight_server", _start)
+
+
 @pytest.fixture(scope="session")
-def hindsight_server(request: pytest.FixtureRequest, hindsight_system_dir: Path) -> ServerInfo:
+def hindsight_server(request: pytest.FixtureRequest) -> ServerInfo:
     """The run's server: started by the first process (xdist worker) that needs it, reused by
     the others (the launcher's record), stopped by ``shared_run`` when the run ends."""
     url = os.environ.get(SERVER_URL_ENV)
     if url:
         return external_info(url)
-    return start_server(
-        shared_run.server_state_dir(request.config, "hindsight"),
-        llm=llm_mode_for_tests(),
-        system_dir=hindsight_system_dir,
-        reranker=reranker_for_tests(),
-    )
+    return shared_run.started(request.config, "hindsight_server", _start)

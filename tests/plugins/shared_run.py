@@ -10,6 +10,9 @@ directory, so no worker has to know whether it is the last one.
 
 - ``run_dir(config)``: the run directory; ``system_dir(config)``: where PostgreSQL goes when the
   tests run as root (traversable by any user: pytest's own temporary dirs are 0700).
+- ``start_early(session, fixture, start)`` / ``started(config, fixture, start)``: a shared server
+  starts in the background as soon as a process has collected a test that uses its fixture, so the
+  fast tests (ordered first, ``markers.py``) run while it boots; the fixture then waits for it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,11 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -49,6 +56,38 @@ def server_state_dir(config: pytest.Config, name: str) -> Path:
 
 _RUN_DIR = pytest.StashKey[Path]()
 _PREVIOUS_SIGTERM = pytest.StashKey[object]()
+_STARTING = pytest.StashKey[dict[str, "Future[Any]"]]()
+
+T = TypeVar("T")
+
+
+def start_early(
+    session: pytest.Session, fixture: str, start: Callable[[pytest.Config], object]
+) -> None:
+    """Call ``start(config)`` in a background thread if a collected test uses ``fixture``
+    (after ``-m``/``-k`` deselection: ``make test-fast`` starts nothing). Every worker may do so:
+    the launcher's lock makes the later starts wait for, and reuse, the first one's server."""
+    if not any(fixture in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    future: Future[Any] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(start(session.config))
+        except BaseException as error:  # the fixture raises it in every test that needs it
+            future.set_exception(error)
+
+    session.config.stash.setdefault(_STARTING, {})[fixture] = future
+    threading.Thread(target=run, name=f"start-{fixture}", daemon=True).start()
+
+
+def started(config: pytest.Config, fixture: str, start: Callable[[pytest.Config], T]) -> T:
+    """What ``start_early`` started for ``fixture`` (waiting for it), or ``start(config)`` now."""
+    future = config.stash.get(_STARTING, {}).get(fixture)
+    if future is None:
+        return start(config)
+    result: T = future.result()
+    return result
 
 
 def _sigterm_as_interrupt(signum: int, frame: object) -> None:

@@ -3,8 +3,9 @@
 - ``team_server`` (session): started through the launcher's CLI with ``--api-key-env`` and the
   offline stand-in, in a state dir of its own (the session server of the other tests has no
   key), shared by the run's xdist workers and stopped at its end by ``shared_run`` — also after
-  failures, Ctrl-C and SIGTERM. Tests that use
-  it isolate themselves with their own banks, repositories and developer state dirs.
+  failures, Ctrl-C and SIGTERM. It starts in the background once the tests are collected, while
+  the fast tests run. Tests that use it isolate themselves with their own banks, repositories and
+  developer state dirs.
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ class TeamServer:
     pids: dict[str, int]  # Hindsight, PostgreSQL, the stand-in
 
 
-@pytest.fixture(scope="session")
-def team_server(request: pytest.FixtureRequest, hindsight_system_dir: Path) -> TeamServer:
-    state = shared_run.server_state_dir(request.config, "team")
-    key = _run_key(shared_run.run_dir(request.config) / "team.key")
-    env = dict(os.environ, **{KEY_VAR: key}, PI_HINDSIGHT_SYSTEM_DIR=str(hindsight_system_dir))
+def _start(config: pytest.Config) -> TeamServer:
+    state = shared_run.server_state_dir(config, "team")
+    key = _run_key(shared_run.run_dir(config) / "team.key")
+    system = shared_run.system_dir(config)
+    env = dict(os.environ, **{KEY_VAR: key}, PI_HINDSIGHT_SYSTEM_DIR=str(system))
     # The first worker starts it; the others find it running (the launcher's record and lock).
     started = subprocess.run(
         [sys.executable, "-m", "pi_hindsight", "server", "start", "--llm", "offline",
@@ -53,6 +54,16 @@ def team_server(request: pytest.FixtureRequest, hindsight_system_dir: Path) -> T
         pytest.fail(f"server start --api-key-env failed: {started.stdout}{started.stderr}")
     info = json.loads(started.stdout)
     return TeamServer(state, info["base_url"], key, started.stdout + started.stderr, info["pids"])
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Boot the team's server while the fast tests run (``shared_run.start_early``)."""
+    shared_run.start_early(session, "team_server", _start)
+
+
+@pytest.fixture(scope="session")
+def team_server(request: pytest.FixtureRequest) -> TeamServer:
+    return shared_run.started(request.config, "team_server", _start)
 
 
 def _run_key(path: Path) -> str:
