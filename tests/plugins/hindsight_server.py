@@ -17,6 +17,7 @@ Load it with ``-p tests.plugins.hindsight_server`` (or from a conftest's ``pytes
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import cast
 from urllib.parse import urlsplit
@@ -78,19 +79,23 @@ def hindsight_system_dir(request: pytest.FixtureRequest) -> Path:
     return shared_run.system_dir(request.config)
 
 
-def _start(config: pytest.Config) -> ServerInfo:
+def _start(state_dir: Path, system_dir: Path) -> ServerInfo:
     return start_server(
-        shared_run.server_state_dir(config, "hindsight"),
-        llm=llm_mode_for_tests(),
-        system_dir=shared_run.system_dir(config),
-        reranker=reranker_for_tests(),
+        state_dir, llm=llm_mode_for_tests(), system_dir=system_dir, reranker=reranker_for_tests()
     )
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Boot the server while the fast tests run (``shared_run.start_early``)."""
+    """Boot the server while the fast tests run (``shared_run.start_early``): this module's
+    ``__main__`` makes the same start in a process of its own."""
     if not os.environ.get(SERVER_URL_ENV):
-        shared_run.start_early(session, "hindsight_server", _start)
+        config = session.config
+        state, system = (
+            shared_run.server_state_dir(config, "hindsight"),
+            shared_run.system_dir(config),
+        )
+        argv = [sys.executable, "-m", "tests.plugins.hindsight_server", str(state), str(system)]
+        shared_run.start_early(session, "hindsight_server", argv)
 
 
 @pytest.fixture(scope="session")
@@ -100,4 +105,10 @@ def hindsight_server(request: pytest.FixtureRequest) -> ServerInfo:
     url = os.environ.get(SERVER_URL_ENV)
     if url:
         return external_info(url)
-    return shared_run.started(request.config, "hindsight_server", _start)
+    config = request.config
+    shared_run.wait_early(config, "hindsight_server")
+    return _start(shared_run.server_state_dir(config, "hindsight"), shared_run.system_dir(config))
+
+
+if __name__ == "__main__":  # shared_run.start_early's background start: STATE_DIR SYSTEM_DIR
+    _start(Path(sys.argv[1]), Path(sys.argv[2]))
