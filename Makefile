@@ -27,9 +27,10 @@ PYTEST := $(PY) -m pytest -n $(WORKERS) --dist loadgroup
 .PHONY: install demo test test-fast check lint format types test-python test-shim bench clean
 
 # The four installs are independent (one virtualenv, three npm folders): they run side by side,
-# each one's output kept together (-O); any failure fails the install.
+# each one's output kept together (-O); any failure fails the install. (-q: is any out of date?)
+INSTALLS := $(STAMP) $(NODE_STAMP) $(PI1_STAMP) $(CLAUDE_STAMP)
 install:
-	@$(MAKE) --no-print-directory -j4 -O $(STAMP) $(NODE_STAMP) $(PI1_STAMP) $(CLAUDE_STAMP)
+	@$(MAKE) --no-print-directory -q $(INSTALLS) || $(MAKE) --no-print-directory -j4 -O $(INSTALLS)
 
 # The LLM stand-in is a distribution of its own (standin/, not in pi-hindsight's wheel); the demo,
 # `server start --llm offline` and the tests need it. pip installs torch (it honours the machine's
