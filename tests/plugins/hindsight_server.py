@@ -5,7 +5,7 @@ Load it with ``-p tests.plugins.hindsight_server`` (or from a conftest's ``pytes
 - ``hindsight_server`` (session): Hindsight started through the launcher with the offline LLM
   stand-in in the run's directory (``shared_run``): one server for every xdist worker, stopped
   when the run ends — also after failures and Ctrl-C (and SIGTERM, which is turned into Ctrl-C).
-  It starts in the background once the tests are collected, while the fast tests run.
+  It starts in a background process once the tests are collected.
 - ``PI_HINDSIGHT_TEST_SERVER_URL=http://127.0.0.1:PORT`` uses that running server instead; the
   yielded ServerInfo then has only ``base_url``/``host``/``port`` (``pids`` is empty), and tests
   about the launcher itself skip.
@@ -86,7 +86,7 @@ def _start(state_dir: Path, system_dir: Path) -> ServerInfo:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Boot the server while the fast tests run (``shared_run.start_early``): this module's
+    """Start booting the server at once (``shared_run.start_early``): this module's
     ``__main__`` makes the same start in a process of its own."""
     if not os.environ.get(SERVER_URL_ENV):
         config = session.config

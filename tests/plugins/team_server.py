@@ -3,8 +3,7 @@
 - ``team_server`` (session): started through the launcher's CLI with ``--api-key-env`` and the
   offline stand-in, in a state dir of its own (the session server of the other tests has no
   key), shared by the run's xdist workers and stopped at its end by ``shared_run`` — also after
-  failures, Ctrl-C and SIGTERM. It starts in the background once the tests are collected, while
-  the fast tests run. Tests that use it isolate themselves with their own banks, repositories and
+  failures, Ctrl-C and SIGTERM. It starts in a background process once the tests are collected. Tests that use it isolate themselves with their own banks, repositories and
   developer state dirs.
 """
 
@@ -47,7 +46,7 @@ def _env(config: pytest.Config) -> dict[str, str]:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Boot the team's server while the fast tests run (``shared_run.start_early``)."""
+    """Start booting the team's server at once (``shared_run.start_early``)."""
     config = session.config
     if any("team_server" in getattr(item, "fixturenames", ()) for item in session.items):
         argv = _start_argv(shared_run.server_state_dir(config, "team"))
