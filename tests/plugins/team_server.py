@@ -3,8 +3,9 @@
 - ``team_server`` (session): started through the launcher's CLI with ``--api-key-env`` and the
   offline stand-in, in a state dir of its own (the session server of the other tests has no
   key), shared by the run's xdist workers and stopped at its end by ``shared_run`` — also after
-  failures, Ctrl-C and SIGTERM. It starts in a background process once the tests are collected. Tests that use it isolate themselves with their own banks, repositories and
-  developer state dirs.
+  failures, Ctrl-C and SIGTERM. It starts in a background process once the tests are collected.
+  Tests that use it isolate themselves with their own banks, repositories and developer state
+  dirs.
 """
 
 from __future__ import annotations
