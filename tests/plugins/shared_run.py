@@ -12,7 +12,7 @@ directory, so no worker has to know whether it is the last one.
   tests run as root (traversable by any user: pytest's own temporary dirs are 0700).
 - ``start_early(session, fixture, argv)`` / ``wait_early(config, fixture)``: a shared server
   starts in a background process as soon as a worker has collected a test that uses its fixture,
-  so it boots while the worker collects and runs what needs no server; the fixture waits for it.
+  so it boots while the fast tests (ordered first, ``markers.py``) run; the fixture waits for it.
 """
 
 from __future__ import annotations
