@@ -17,6 +17,8 @@ PI1_STAMP  := pi1/node_modules/.installed-stamp
 # torch first and pinned: on these machines 2.13.0 is a CPU wheel on local disk; an unpinned torch
 # would pull a multi-GB CUDA build.
 TORCH  := torch==2.13.0
+UV_PIN := 'uv>=0.9,<1'
+UV     := $(VENV)/bin/uv
 
 # Two pytest-xdist workers share one Hindsight (tests/plugins/shared_run.py); WORKERS=0 runs serially.
 WORKERS ?= 2
@@ -24,15 +26,20 @@ PYTEST := $(PY) -m pytest -n $(WORKERS) --dist loadgroup
 
 .PHONY: install demo test test-fast check lint format types test-python test-shim bench clean
 
-install: $(STAMP) $(NODE_STAMP) $(PI1_STAMP) $(CLAUDE_STAMP)
+# The four installs are independent (one virtualenv, three npm folders): they run side by side,
+# each one's output kept together (-O); any failure fails the install. (-q: is any out of date?)
+INSTALLS := $(STAMP) $(NODE_STAMP) $(PI1_STAMP) $(CLAUDE_STAMP)
+install:
+	@$(MAKE) --no-print-directory -q $(INSTALLS) || $(MAKE) --no-print-directory -j4 -O $(INSTALLS)
 
 # The LLM stand-in is a distribution of its own (standin/, not in pi-hindsight's wheel); the demo,
-# `server start --llm offline` and the tests need it.
+# `server start --llm offline` and the tests need it. pip installs torch (it honours the machine's
+# pip configuration, where the CPU wheel is found) and uv; uv installs the other ~220 packages,
+# downloading in parallel (pip took most of a fresh install's time), and keeps that torch.
 $(STAMP): pyproject.toml standin/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[server,dev]'
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ./standin
+	$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH) $(UV_PIN)
+	$(UV) pip install --quiet --python $(PY) -e '.[server,dev]' -e ./standin
 	touch $@
 
 $(NODE_STAMP): package.json package-lock.json

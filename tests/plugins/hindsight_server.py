@@ -5,6 +5,7 @@ Load it with ``-p tests.plugins.hindsight_server`` (or from a conftest's ``pytes
 - ``hindsight_server`` (session): Hindsight started through the launcher with the offline LLM
   stand-in in the run's directory (``shared_run``): one server for every xdist worker, stopped
   when the run ends — also after failures and Ctrl-C (and SIGTERM, which is turned into Ctrl-C).
+  It starts in a background process once the tests are collected.
 - ``PI_HINDSIGHT_TEST_SERVER_URL=http://127.0.0.1:PORT`` uses that running server instead; the
   yielded ServerInfo then has only ``base_url``/``host``/``port`` (``pids`` is empty), and tests
   about the launcher itself skip.
@@ -16,6 +17,7 @@ Load it with ``-p tests.plugins.hindsight_server`` (or from a conftest's ``pytes
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import cast
 from urllib.parse import urlsplit
@@ -77,16 +79,36 @@ def hindsight_system_dir(request: pytest.FixtureRequest) -> Path:
     return shared_run.system_dir(request.config)
 
 
+def _start(state_dir: Path, system_dir: Path) -> ServerInfo:
+    return start_server(
+        state_dir, llm=llm_mode_for_tests(), system_dir=system_dir, reranker=reranker_for_tests()
+    )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start booting the server at once (``shared_run.start_early``): this module's
+    ``__main__`` makes the same start in a process of its own."""
+    if not os.environ.get(SERVER_URL_ENV):
+        config = session.config
+        state, system = (
+            shared_run.server_state_dir(config, "hindsight"),
+            shared_run.system_dir(config),
+        )
+        argv = [sys.executable, "-m", "tests.plugins.hindsight_server", str(state), str(system)]
+        shared_run.start_early(session, "hindsight_server", argv)
+
+
 @pytest.fixture(scope="session")
-def hindsight_server(request: pytest.FixtureRequest, hindsight_system_dir: Path) -> ServerInfo:
+def hindsight_server(request: pytest.FixtureRequest) -> ServerInfo:
     """The run's server: started by the first process (xdist worker) that needs it, reused by
     the others (the launcher's record), stopped by ``shared_run`` when the run ends."""
     url = os.environ.get(SERVER_URL_ENV)
     if url:
         return external_info(url)
-    return start_server(
-        shared_run.server_state_dir(request.config, "hindsight"),
-        llm=llm_mode_for_tests(),
-        system_dir=hindsight_system_dir,
-        reranker=reranker_for_tests(),
-    )
+    config = request.config
+    shared_run.wait_early(config, "hindsight_server")
+    return _start(shared_run.server_state_dir(config, "hindsight"), shared_run.system_dir(config))
+
+
+if __name__ == "__main__":  # shared_run.start_early's background start: STATE_DIR SYSTEM_DIR
+    _start(Path(sys.argv[1]), Path(sys.argv[2]))

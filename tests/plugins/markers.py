@@ -6,7 +6,7 @@ test has to remember to mark itself.
   starts processes or servers of its own (``SLOW_PATHS``).
 
 ``make test-fast`` runs ``-m "not e2e and not slow"`` (the units, engine and stand-in tests);
-``make test`` runs everything.
+``make test`` runs everything, the fast tests first: the shared servers boot meanwhile.
 """
 
 from __future__ import annotations
@@ -36,3 +36,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         needs = set(getattr(item, "fixturenames", ()))
         if where.startswith(SLOW_PATHS) or needs & SLOW_FIXTURES:
             item.add_marker(pytest.mark.slow)
+    # The fast tier first, the rest in their order (the longest, e2e, early): the shared servers
+    # boot in the background meanwhile (shared_run.start_early). A stable sort: every xdist
+    # worker gets the same order.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is not None)

@@ -1,7 +1,8 @@
 """Pytest plugin: a real Pi with our extension installed, talking to the stand-in model and the
 real Hindsight from the launcher.
 
-- ``pi_world`` (function): an isolated Pi agent dir (``$PI_CODING_AGENT_DIR`` of the test) with
+- ``pi_world`` (function): an empty Pi agent dir (``$PI_CODING_AGENT_DIR`` of the test; the same
+  path for each test of a worker, emptied first, so Pi's TypeScript cache holds) with
   the extension installed by ``install_extension`` (the copy form; ``tests/e2e/test_install.py``
   covers the package form), Pi pointed at ``chat_standin``, our state dir configured for the
   session's Hindsight server and a bank of its own (fresh per test). It runs on Pi 1.x, and on
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -29,6 +31,7 @@ import pytest
 
 from pi_hindsight.cli.setup_cmd import install_extension
 from tests.agent_models import AgentStandIn
+from tests.plugins import shared_run
 from tests.plugins.pi_versions import PiInstall
 from tests.plugins.standin import pi_env, write_pi_agent_dir
 
@@ -127,15 +130,32 @@ class PiWorld:
         return self.standin.requests("pi")
 
 
+def _agent_dir(config: pytest.Config, pi: PiInstall) -> Path:
+    """An empty Pi agent dir at the same path for every test this process runs on ``pi``.
+
+    Pi compiles an extension's TypeScript with jiti, whose cache is keyed by the file's path: at
+    a new path each test paid about a second of CPU before its first request (a user's extension
+    stays where it is and pays it once). The tests of one xdist worker run one at a time, and the
+    dir is emptied before each, so no test sees another's agent dir."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    path = shared_run.run_dir(config) / "pi-agents" / f"{worker}-{pi.test_id}" / "agent"
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
 @pytest.fixture
 def pi_world(
-    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
     pi_binary: PiInstall,
     chat_standin: AgentStandIn,
     hindsight_server: object,
     isolated_dirs: Path,
 ) -> PiWorld:
-    agent_dir = Path(os.environ["PI_CODING_AGENT_DIR"])
+    agent_dir = _agent_dir(request.config, pi_binary)
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent_dir))
     write_pi_agent_dir(agent_dir, chat_standin)
     install_extension(agent_dir, sys.executable, isolated_dirs)
     base_url = str(getattr(hindsight_server, "base_url"))  # noqa: B009 - plugin type is opaque here

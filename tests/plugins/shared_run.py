@@ -10,6 +10,9 @@ directory, so no worker has to know whether it is the last one.
 
 - ``run_dir(config)``: the run directory; ``system_dir(config)``: where PostgreSQL goes when the
   tests run as root (traversable by any user: pytest's own temporary dirs are 0700).
+- ``start_early(session, fixture, argv)`` / ``wait_early(config, fixture)``: a shared server
+  starts in a background process as soon as a worker has collected a test that uses its fixture,
+  so it boots while the fast tests (ordered first, ``markers.py``) run; the fixture waits for it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -49,6 +53,47 @@ def server_state_dir(config: pytest.Config, name: str) -> Path:
 
 _RUN_DIR = pytest.StashKey[Path]()
 _PREVIOUS_SIGTERM = pytest.StashKey[object]()
+_STARTING = pytest.StashKey[dict[str, "subprocess.Popen[bytes]"]]()
+
+ROOT = Path(__file__).resolve().parents[2]
+EARLY_WAIT_S = 360  # the launcher's own start timeout is 240 s
+
+
+def start_early(
+    session: pytest.Session, fixture: str, argv: list[str], env: dict[str, str] | None = None
+) -> None:
+    """Run ``argv`` (a command that starts a shared server) in the background if a collected
+    test uses ``fixture`` (after ``-m``/``-k`` deselection: ``make test-fast`` starts nothing).
+
+    A process, not a thread: the start imports and parses while the tests run, and CPython 3.11
+    shares the ``ast`` module's recursion counter between threads (a concurrent ``ast.parse``,
+    as pytest's failure reports do, then fails with SystemError). Every worker may do so: the
+    launcher's lock makes the later starts wait for, and reuse, the first one's server."""
+    if not any(fixture in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    process = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    session.config.stash.setdefault(_STARTING, {})[fixture] = process
+
+
+def wait_early(config: pytest.Config, fixture: str) -> None:
+    """Wait for ``start_early``'s start of ``fixture``'s server, if there was one. The fixture
+    then starts the server as before, which reuses that one (or, had it failed, fails with the
+    launcher's own message)."""
+    process = config.stash.get(_STARTING, {}).pop(fixture, None)
+    if process is None:
+        return
+    try:
+        process.wait(timeout=EARLY_WAIT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _sigterm_as_interrupt(signum: int, frame: object) -> None:
@@ -88,6 +133,8 @@ def _stop_servers(path: Path) -> list[str]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """After every worker has finished: stop the shared servers; one that survives fails the run."""
     config = session.config
+    for fixture in list(config.stash.get(_STARTING, {})):
+        wait_early(config, fixture)  # a start no test waited for ends before the servers stop
     if _is_worker(config) or _RUN_DIR not in config.stash:
         return
     survivors = _stop_servers(config.stash[_RUN_DIR])

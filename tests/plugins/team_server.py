@@ -3,8 +3,9 @@
 - ``team_server`` (session): started through the launcher's CLI with ``--api-key-env`` and the
   offline stand-in, in a state dir of its own (the session server of the other tests has no
   key), shared by the run's xdist workers and stopped at its end by ``shared_run`` — also after
-  failures, Ctrl-C and SIGTERM. Tests that use
-  it isolate themselves with their own banks, repositories and developer state dirs.
+  failures, Ctrl-C and SIGTERM. It starts in a background process once the tests are collected.
+  Tests that use it isolate themselves with their own banks, repositories and developer state
+  dirs.
 """
 
 from __future__ import annotations
@@ -34,25 +35,41 @@ class TeamServer:
     pids: dict[str, int]  # Hindsight, PostgreSQL, the stand-in
 
 
+def _start_argv(state: Path) -> list[str]:
+    return [sys.executable, "-m", "pi_hindsight", "server", "start", "--llm", "offline",
+            "--api-key-env", KEY_VAR, "--state-dir", str(state), "--json"]  # fmt: skip
+
+
+def _env(config: pytest.Config) -> dict[str, str]:
+    key = _run_key(shared_run.run_dir(config) / "team.key")
+    system = shared_run.system_dir(config)
+    return dict(os.environ, **{KEY_VAR: key}, PI_HINDSIGHT_SYSTEM_DIR=str(system))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start booting the team's server at once (``shared_run.start_early``)."""
+    config = session.config
+    if any("team_server" in getattr(item, "fixturenames", ()) for item in session.items):
+        argv = _start_argv(shared_run.server_state_dir(config, "team"))
+        shared_run.start_early(session, "team_server", argv, _env(config))
+
+
 @pytest.fixture(scope="session")
-def team_server(request: pytest.FixtureRequest, hindsight_system_dir: Path) -> TeamServer:
-    state = shared_run.server_state_dir(request.config, "team")
-    key = _run_key(shared_run.run_dir(request.config) / "team.key")
-    env = dict(os.environ, **{KEY_VAR: key}, PI_HINDSIGHT_SYSTEM_DIR=str(hindsight_system_dir))
+def team_server(request: pytest.FixtureRequest) -> TeamServer:
+    config = request.config
+    shared_run.wait_early(config, "team_server")
+    state = shared_run.server_state_dir(config, "team")
+    env = _env(config)
     # The first worker starts it; the others find it running (the launcher's record and lock).
     started = subprocess.run(
-        [sys.executable, "-m", "pi_hindsight", "server", "start", "--llm", "offline",
-         "--api-key-env", KEY_VAR, "--state-dir", str(state), "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )  # fmt: skip
+        _start_argv(state), env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     if started.returncode != 0:
         pytest.fail(f"server start --api-key-env failed: {started.stdout}{started.stderr}")
     info = json.loads(started.stdout)
-    return TeamServer(state, info["base_url"], key, started.stdout + started.stderr, info["pids"])
+    return TeamServer(
+        state, info["base_url"], env[KEY_VAR], started.stdout + started.stderr, info["pids"]
+    )
 
 
 def _run_key(path: Path) -> str:

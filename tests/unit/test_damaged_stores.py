@@ -180,7 +180,10 @@ def test_a_fresh_store_opened_by_many_processes_at_once_is_never_set_aside(
 ) -> None:
     """Bug guard: creating a store must be race-free — a concurrent opener must never see our
     own half-created (0-byte) file as damaged and set it aside."""
-    context = multiprocessing.get_context("spawn")
+    # Forked from a server that has imported this module once: 48 fresh interpreters importing
+    # the stores cost most of a minute of CPU; the race is the same between forked processes.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
     for round_ in range(2):
         state = tmp_path / f"state-{round_}"
         barrier, results = context.Barrier(8), context.Queue()
