@@ -21,7 +21,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
+
+from pydantic import Field, computed_field
 
 from pi_hindsight.errors import InputFileError, StateError
 from pi_hindsight.legacy.evidence_formats import (
@@ -31,6 +33,7 @@ from pi_hindsight.legacy.evidence_formats import (
     parse_line,
     parse_object,
 )
+from pi_hindsight.records import Record
 from pi_hindsight.safe_files import BadJson, loads_line, open_regular
 from pi_hindsight.stores.evidence import EvidenceLedger, EvidenceSpaceError
 from pi_hindsight.stores.evidence.schema import LegacySource, RequestRow, format_bytes
@@ -51,8 +54,7 @@ class MigrationNoSpace(EvidenceSpaceError):
         self.report = report
 
 
-@dataclass(frozen=True)
-class MigrationReport:
+class MigrationReport(Record):
     path: str
     identity: str
     mode: str  # "lines" (JSONL) or "document" (one JSON document)
@@ -62,29 +64,35 @@ class MigrationReport:
     size: int
     imported: int  # this run
     duplicates: int  # this run: already in the ledger
-    totals: LegacySource  # everything recorded for this file so far
+    # Everything recorded for this file so far (shown as importedTotal, formats, skipped, bad).
+    totals: LegacySource = Field(exclude=True)
     complete: bool
     pending_tail: bool  # an incomplete last line was left for a later run
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "identity": self.identity,
-            "mode": self.mode,
-            "resumedAtLine": self.resumed_at_line,
-            "nextLine": self.next_line,
-            "nextOffset": self.next_offset,
-            "size": self.size,
-            "imported": self.imported,
-            "duplicates": self.duplicates,
-            "importedTotal": self.totals.imported,
-            "formats": dict(self.totals.formats),
-            "skipped": dict(self.totals.skipped),
-            "bad": self.totals.bad,
-            "badLines": [{"line": n, "reason": why} for n, why in self.totals.bad_lines],
-            "complete": self.complete,
-            "pendingTail": self.pending_tail,
-        }
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def imported_total(self) -> int:
+        return self.totals.imported
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def formats(self) -> dict[str, int]:
+        return dict(self.totals.formats)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def skipped(self) -> dict[str, int]:
+        return dict(self.totals.skipped)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def bad(self) -> int:
+        return self.totals.bad
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def bad_lines(self) -> list[dict[str, int | str]]:
+        return [{"line": n, "reason": why} for n, why in self.totals.bad_lines]
 
 
 @dataclass
