@@ -19,7 +19,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -108,17 +108,19 @@ class _Run:
         if isinstance(result, Skip):
             skipped = dict(self.source.skipped)
             skipped[result.reason] = skipped.get(result.reason, 0) + 1
-            self.source = replace(self.source, skipped=skipped)
+            self.source = self.source.model_copy(update={"skipped": skipped})
         else:
             kept = self.source.bad_lines
             if len(kept) < BAD_LINES_KEPT:
                 kept = (*kept, (line, result.reason))
-            self.source = replace(self.source, bad=self.source.bad + 1, bad_lines=kept)
+            self.source = self.source.model_copy(
+                update={"bad": self.source.bad + 1, "bad_lines": kept}
+            )
 
     def seen(self, fmt: str) -> None:
         formats = dict(self.source.formats)
         formats[fmt] = formats.get(fmt, 0) + 1
-        self.source = replace(self.source, formats=formats)
+        self.source = self.source.model_copy(update={"formats": formats})
 
 
 def _is_json(raw: bytes) -> bool:
@@ -186,11 +188,17 @@ class _Migration:
         now = time.time()
         known = ledger.legacy_source(self.identity)
         source = known or LegacySource(
-            self.identity, str(path), size, 0, 0, started_at=now, updated_at=now
+            identity=self.identity,
+            path=str(path),
+            size=size,
+            next_offset=0,
+            next_line=0,
+            started_at=now,
+            updated_at=now,
         )
         if self.items is None and source.next_offset > size:  # truncated and written anew
-            source = replace(source, next_offset=0, next_line=0, completed_at=None)
-        self.run = _Run(replace(source, path=str(path), size=size))
+            source = source.but(next_offset=0, next_line=0, completed_at=None)
+        self.run = _Run(source.but(path=str(path), size=size))
         self.committed = self.run.source
         self.resumed_at = source.next_line
         counted = known is not None and (known.next_offset > 0 or known.next_line > 0)
@@ -244,8 +252,7 @@ class _Migration:
     def commit(self, offset: int, line: int, done: bool) -> None:
         """Rows and cursor in one transaction: a crash before it leaves both as they were."""
         now = time.time()
-        source = replace(
-            self.run.source,
+        source = self.run.source.but(
             next_offset=offset,
             next_line=line,
             updated_at=now,

@@ -148,24 +148,32 @@ class EvidencePage:
     next_cursor: str | None  # pass as ``before`` for the next (older) page
 
 
-@dataclass(frozen=True)
-class LegacySource:
-    """A legacy file being (or already) migrated: identity and resumable cursor."""
+class LegacySource(Record):
+    """A legacy file being (or already) migrated: identity and resumable cursor. Its JSON is
+    what ``evidence stats`` shows of it (times of its own are kept, not shown)."""
 
     identity: str
     path: str
     size: int
     next_offset: int  # byte offset of the first line not yet consumed
     next_line: int  # number of lines consumed (the next line is next_line + 1)
-    formats: Mapping[str, int] = field(default_factory=dict)
+    formats: dict[str, int] = Field(default_factory=dict)
     imported: int = 0
     duplicates: int = 0
-    skipped: Mapping[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = Field(default_factory=dict)
     bad: int = 0
     bad_lines: tuple[tuple[int, str], ...] = ()  # (line number, why), the first ones only
-    started_at: float = 0.0
-    updated_at: float = 0.0
+    started_at: float = Field(default=0.0, exclude=True)
+    updated_at: float = Field(default=0.0, exclude=True)
     completed_at: float | None = None
+
+    @field_serializer("bad_lines")
+    def _bad_lines(self, lines: tuple[tuple[int, str], ...]) -> list[dict[str, int | str]]:
+        return [{"line": line, "reason": why} for line, why in lines]
+
+    @field_serializer("completed_at")
+    def _iso(self, timestamp: float | None) -> str | None:
+        return iso(timestamp)
 
 
 @dataclass(frozen=True)

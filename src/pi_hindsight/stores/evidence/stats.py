@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field, computed_field, field_serializer
 
 from pi_hindsight.records import Record
@@ -76,24 +74,3 @@ class EvidenceStats(Record):
     @field_serializer("oldest_at", "newest_at")
     def _iso(self, timestamp: float | None) -> str | None:
         return iso(timestamp)
-
-    @field_serializer("legacy_sources")
-    def _sources(self, sources: tuple[LegacySource, ...]) -> list[dict[str, Any]]:
-        return [source_json(source) for source in sources]
-
-
-def source_json(source: LegacySource) -> dict[str, Any]:
-    return {
-        "identity": source.identity,
-        "path": source.path,
-        "size": source.size,
-        "nextOffset": source.next_offset,
-        "nextLine": source.next_line,
-        "formats": dict(source.formats),
-        "imported": source.imported,
-        "duplicates": source.duplicates,
-        "skipped": dict(source.skipped),
-        "bad": source.bad,
-        "badLines": [{"line": line, "reason": why} for line, why in source.bad_lines],
-        "completedAt": iso(source.completed_at),
-    }
