@@ -19,7 +19,7 @@ A proxy URL may carry ``user:password``: it is used, never shown (:func:`display
 ``hindsight.caFile`` (user config only) names a PEM file of the certificate authorities that
 sign the server's certificate (a private CA); it replaces the system's list for that server.
 
-Cheap to import (no HTTP client): the config and the CLI use it.
+Cheap to import (no HTTP client; pydantic for :class:`ProxyRoute`): the config and the CLI use it.
 """
 
 from __future__ import annotations
@@ -27,8 +27,11 @@ from __future__ import annotations
 import ipaddress
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from pydantic import Field, computed_field
+
+from pi_hindsight.records import Record
 
 PROXY_SCHEMES = ("http",)  # what aiohttp can talk to; an https:// or socks proxy is not
 
@@ -131,14 +134,24 @@ def proxy_credentials(proxy: str | None) -> tuple[str, ...]:
     return tuple(part for part in found if part)
 
 
-@dataclass(frozen=True)
-class ProxyRoute:
+class ProxyRoute(Record):
     """The proxy for one server URL, and why. ``url`` may hold credentials: use it, never show
-    it (:meth:`describe` and :meth:`to_json` do not)."""
+    it (it is left out of the JSON form and the repr; :meth:`describe` and ``proxy`` hide them)."""
 
-    url: str | None
+    url: str | None = Field(exclude=True, repr=False)
     reason: str  # "loopback", "no_proxy", "none_set", "environment", "unsupported"
     variable: str | None = None  # the variable it came from (or that was not used)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def proxy(self) -> str | None:
+        """The proxy as shown: its URL without credentials."""
+        return None if self.url is None else display_proxy(self.url)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def description(self) -> str:
+        return self.describe()
 
     def describe(self) -> str:
         if self.reason == "loopback":
@@ -154,14 +167,6 @@ class ProxyRoute:
             )
         return f"{display_proxy(self.url or '')} (from {self.variable})"
 
-    def to_json(self) -> dict[str, str | None]:
-        return {
-            "proxy": None if self.url is None else display_proxy(self.url),
-            "reason": self.reason,
-            "variable": self.variable,
-            "description": self.describe(),
-        }
-
 
 def proxy_route(base_url: str, environ: Mapping[str, str]) -> ProxyRoute:
     """Which proxy reaches ``base_url`` under ``environ``'s proxy variables (module docstring)."""
@@ -169,22 +174,23 @@ def proxy_route(base_url: str, environ: Mapping[str, str]) -> ProxyRoute:
         parts = urlsplit(base_url)
         host, port = parts.hostname, parts.port
     except ValueError:
-        return ProxyRoute(None, "none_set")
+        return ProxyRoute(url=None, reason="none_set")
     if is_loopback_host(host):
-        return ProxyRoute(None, "loopback")
+        return ProxyRoute(url=None, reason="loopback")
     variables = _proxy_variables(environ)
     chosen = variables.get(parts.scheme) or variables.get("all")
     if chosen is None or not host:
-        return ProxyRoute(None, "none_set")
+        return ProxyRoute(url=None, reason="none_set")
     value, variable = chosen
     no_proxy = variables.get("no")
     default_port = 443 if parts.scheme == "https" else 80
     if no_proxy is not None and bypassed(host, port or default_port, no_proxy[0]):
-        return ProxyRoute(None, "no_proxy", no_proxy[1])
+        return ProxyRoute(url=None, reason="no_proxy", variable=no_proxy[1])
     scheme = urlsplit(value if "://" in value else f"http://{value}").scheme
     if scheme not in PROXY_SCHEMES:
-        return ProxyRoute(None, "unsupported", variable)
-    return ProxyRoute(value if "://" in value else f"http://{value}", "environment", variable)
+        return ProxyRoute(url=None, reason="unsupported", variable=variable)
+    url = value if "://" in value else f"http://{value}"
+    return ProxyRoute(url=url, reason="environment", variable=variable)
 
 
 class CaFileError(ValueError):

@@ -28,9 +28,11 @@ import os
 import pwd
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Literal
 
+from pydantic import computed_field
+
+from pi_hindsight.records import Record
 from pi_hindsight.transport import is_loopback_url
 
 DEFAULT_BANK_ID = "pi-user"
@@ -63,8 +65,7 @@ def shared_reason(base_url: str | None, api_key: str | None) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class UserBankChoice:
+class UserBankChoice(Record):
     """The User bank id in effect, and why."""
 
     bank_id: str
@@ -72,6 +73,12 @@ class UserBankChoice:
     basis: str  # what it was derived from, or where it was set
     shared_reason: str | None  # why the server counts as shared (None: not shared)
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def shared_server(self) -> bool:
+        return self.shared_reason is not None
+
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def shared_with_others(self) -> bool:
         """An explicit id on a shared server: anyone who sets the same id shares the bank."""
@@ -89,16 +96,6 @@ class UserBankChoice:
             return f"{self.bank_id} (set in {self.basis})"
         return f"{self.bank_id} (this server is not shared)"
 
-    def to_json(self) -> dict[str, str | bool | None]:
-        return {
-            "bankId": self.bank_id,
-            "kind": self.kind,
-            "basis": self.basis,
-            "sharedServer": self.shared_reason is not None,
-            "sharedReason": self.shared_reason,
-            "sharedWithOthers": self.shared_with_others,
-        }
-
 
 def choose(
     configured_id: str,
@@ -112,13 +109,27 @@ def choose(
     reason = shared_reason(base_url, api_key)
     source = sources.get(USER_BANK_KEY)
     if source is not None:
-        return UserBankChoice(configured_id, "explicit", source, reason)
+        return UserBankChoice(
+            bank_id=configured_id, kind="explicit", basis=source, shared_reason=reason
+        )
     if reason is None:
-        return UserBankChoice(configured_id, "local", "the default", None)
+        return UserBankChoice(
+            bank_id=configured_id, kind="local", basis="the default", shared_reason=None
+        )
     if user_id:
-        return UserBankChoice(personal_bank_id(user_id), "personal", "bankNaming.userId", reason)
+        return UserBankChoice(
+            bank_id=personal_bank_id(user_id),
+            kind="personal",
+            basis="bankNaming.userId",
+            shared_reason=reason,
+        )
     who = os_account()
-    return UserBankChoice(personal_bank_id(who), "personal", f"the OS account {who}", reason)
+    return UserBankChoice(
+        bank_id=personal_bank_id(who),
+        kind="personal",
+        basis=f"the OS account {who}",
+        shared_reason=reason,
+    )
 
 
 def problem_text(choice: UserBankChoice, active: bool) -> tuple[str, str, bool] | None:

@@ -48,12 +48,12 @@ def _deliver(ledger: EvidenceLedger, request_id: str, **overrides: object) -> No
 
 
 def test_prepared_attached_confirmed_are_three_separate_facts(ledger: EvidenceLedger) -> None:
-    _deliver(ledger, "req-1", memo=MemoInfo("memo-7", "2025-01-30T10:00:00Z"))
+    _deliver(ledger, "req-1", memo=MemoInfo(memo_id="memo-7", refreshed_at="2025-01-30T10:00:00Z"))
     record = ledger.show("req-1")
     assert record is not None
     assert record.body == BODY
     assert (record.record.attached, record.record.confirmed) == (None, None)  # unknown so far
-    assert record.record.memo == MemoInfo("memo-7", "2025-01-30T10:00:00Z")
+    assert record.record.memo == MemoInfo(memo_id="memo-7", refreshed_at="2025-01-30T10:00:00Z")
 
     assert ledger.mark_attached("req-1")
     after_attach = ledger.show("req-1")

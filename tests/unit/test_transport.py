@@ -22,6 +22,7 @@ from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.cli.status_cmd import _health
 from pi_hindsight.config import load_config
 from pi_hindsight.credentials import RotatingKey
+from pi_hindsight.engine.status import BackendStatus
 from pi_hindsight.errors import BackendAuthRejected, BackendUnavailable
 from pi_hindsight.hosts.claude_code import runtime
 from pi_hindsight.transport import (
@@ -117,6 +118,22 @@ def test_a_proxy_is_never_shown_with_its_credentials(user: str, password: str) -
     assert shown == "http://***@proxy.corp:3128"
     route = proxy_route("https://remote.example", {"HTTPS_PROXY": url})
     assert password not in route.describe() and password not in json.dumps(route.to_json())
+    # Every other way the record is shown: pydantic's own JSON, its repr, and nested in status.
+    assert password not in route.model_dump_json() and password not in repr(route)
+    assert route.to_json()["proxy"] == shown and route.url == url  # used, never shown
+    backend = BackendStatus(contacted=True, healthy=False, last_error=None, proxy=route)
+    assert not [text for text in _strings(backend.to_json()) if password in text]
+
+
+def _strings(value: object) -> list[str]:
+    """Every string in a JSON value, keys included (a password may spell ``null``)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [*value, *(text for item in value.values() for text in _strings(item))]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []
 
 
 class _Answering(http.server.BaseHTTPRequestHandler):

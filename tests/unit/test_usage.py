@@ -27,12 +27,16 @@ def test_the_chart_draws_tokens_or_calls_and_other_is_what_no_group_names() -> N
     total = Spend(calls=5, total_tokens=10)
     assert total.minus(Spend(calls=3, total_tokens=4)) == Spend(calls=2, total_tokens=6)
     usage = BankUsage(
-        "b", "1d", total, days, (("retain extraction", Spend(calls=3, total_tokens=4)),)
+        bank_id="b",
+        period="1d",
+        total=total,
+        days=days,
+        operations=(("retain extraction", Spend(calls=3, total_tokens=4)),),
     )
     assert "bank b, last 1d: 5 model calls, 10 tokens" in describe_usage([usage])
 
 
 def test_an_unknown_day_says_why() -> None:
-    assert LastDay("b", None, "cannot reach Hindsight").describe() == (
+    assert LastDay(bank_id="b", spend=None, error="cannot reach Hindsight").describe() == (
         "last 24 h: unknown (cannot reach Hindsight)"
     )

@@ -530,6 +530,7 @@ class MemoryEngine:
             ConfigStatus,
             EngineStatus,
             RecallStatus,
+            RetainStatus,
             ScopeStatus,
             evidence_status,
             identity_fields,
@@ -558,16 +559,14 @@ class MemoryEngine:
             identity_source=source,
             bank_rule=bank_rule,
             proposed_scope=proposed,
-            scope=None
-            if scope is None
-            else ScopeStatus(scope.scope_id, scope.project_id, scope.bank_id, scope.tags),
+            scope=None if scope is None else ScopeStatus.of(scope),
             recall=RecallStatus.of(settings),
-            retain_automatic=settings.project_retain,
+            retain=RetainStatus(automatic=settings.project_retain, paused=self.retain_paused()),
             backend=BackendStatus(
-                self.connection.created,
-                self.connection.healthy,
-                self.connection.last_error,
-                await self.connection.route(settings),
+                contacted=self.connection.created,
+                healthy=self.connection.healthy,
+                last_error=self.connection.last_error,
+                proxy=await self.connection.route(settings),
             ),
             config=ConfigStatus.of(self.config),
             last_outcome=session.last_outcome if session else None,
@@ -577,7 +576,6 @@ class MemoryEngine:
             set_aside=await self.state.open_set_asides(),
             lifecycle=await run_store(lifecycle_counts, self.state.catalog, scope),
             spend=await self._last_day(scope) if spend else None,
-            retain_paused=self.retain_paused(),
         )
 
     async def _last_day(self, scope: Scope | None) -> LastDay | None:
@@ -592,7 +590,7 @@ class MemoryEngine:
         try:
             backend = await self.backend()
         except PiHindsightError as error:
-            return LastDay(scope.bank_id, None, str(error))
+            return LastDay(bank_id=scope.bank_id, spend=None, error=str(error))
         timeout = min(STATUS_TIMEOUT_S, self.settings.timeout_ms / 1000)
         found = await last_day(backend, scope.bank_id, timeout=timeout)
         self._spend = (time.monotonic(), found)

@@ -73,7 +73,9 @@ def prepared_record(
         tokens=details.tokens,
         recall_ms=details.recall_ms,
         total_ms=details.total_ms,
-        memo=None if memo is None else MemoInfo(memo.memo_id, memo.refreshed_at),
+        memo=None
+        if memo is None
+        else MemoInfo(memo_id=memo.memo_id, refreshed_at=memo.refreshed_at),
         items=tuple(
             DeliveredItem(
                 record_id=record.id,

@@ -1,19 +1,27 @@
 """The engine's status: everything that decides what memory does for this session, never hiding a
 degraded state (backend down, outbox dead letters, evidence not recorded, config problems, a store
-set aside). One typed shape (``EngineStatus``); ``to_json`` is its one wire form (the ``status``
-RPC method, ``--json``)."""
+set aside). One typed shape (``EngineStatus``, a :class:`~pi_hindsight.records.Record`); its
+``to_json`` is the one wire form (the ``status`` RPC method, ``--json``, the status tool)."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
+
+from pydantic import (
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    model_serializer,
+)
 
 from pi_hindsight.config import LoadedConfig, Settings
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, Scope, ScopeResolution
 from pi_hindsight.engine.types import Outcome
 from pi_hindsight.engine.usage import LastDay
 from pi_hindsight.errors import StateError
+from pi_hindsight.records import Record
 from pi_hindsight.relevance import describe as describe_relevance
 from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.corrections import LifecycleCounts
@@ -26,26 +34,24 @@ from pi_hindsight.user_bank import UserBankChoice
 HELD_BACK_WINDOW_S = 86_400.0  # status shows the held-back share over the last day
 
 
-@dataclass(frozen=True)
-class ScopeStatus:
+class ScopeStatus(Record):
     scope_id: str
     project_id: str
     bank_id: str
     tags: tuple[str, ...]
     tags_match: str = SCOPE_TAGS_MATCH
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "scopeId": self.scope_id,
-            "projectId": self.project_id,
-            "bankId": self.bank_id,
-            "tags": list(self.tags),
-            "tagsMatch": self.tags_match,
-        }
+    @classmethod
+    def of(cls, scope: Scope) -> ScopeStatus:
+        return cls(
+            scope_id=scope.scope_id,
+            project_id=scope.project_id,
+            bank_id=scope.bank_id,
+            tags=scope.tags,
+        )
 
 
-@dataclass(frozen=True)
-class RecallStatus:
+class RecallStatus(Record):
     project: bool
     user_bank: bool
     user_bank_id: str | None
@@ -70,22 +76,13 @@ class RecallStatus:
             relevance=describe_relevance(settings.recall.relevance),
         )
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "project": self.project,
-            "userBank": self.user_bank,
-            "userBankId": self.user_bank_id,
-            "maxTokens": self.max_tokens,
-            "userMaxTokens": self.user_max_tokens,
-            "memoMaxTokens": self.memo_max_tokens,
-            "requestMaxTokens": self.request_max_tokens,
-            "timeoutMs": self.timeout_ms,
-            "relevance": self.relevance,
-        }
+
+class RetainStatus(Record):
+    automatic: bool
+    paused: str | None = None  # why automatic retain is paused (engine/budget.py)
 
 
-@dataclass(frozen=True)
-class BackendStatus:
+class BackendStatus(Record):
     contacted: bool
     healthy: bool | None  # None: not contacted yet
     last_error: str | None
@@ -96,8 +93,7 @@ class BackendStatus:
         return None if self.proxy is None else self.proxy.describe()
 
 
-@dataclass(frozen=True)
-class ConfigStatus:
+class ConfigStatus(Record):
     path: str
     source: str | None
     project_file: str | None
@@ -115,36 +111,50 @@ class ConfigStatus:
         )
 
 
-@dataclass(frozen=True)
-class OutboxStatus:
+class MovedStore(Record):
+    """A store file set aside here: where it went, and why."""
+
+    moved_to: str
+    reason: str
+
+
+def _only(
+    data: dict[str, Any], info: SerializationInfo, model: type[Record], *names: str
+) -> dict[str, Any]:
+    """``data`` (a record's JSON form) keeping only the fields ``names``, in JSON names or not."""
+    fields = model.model_fields
+    keys = {(fields[name].alias or name) if info.by_alias else name for name in names}
+    return {key: value for key, value in data.items() if key in keys}
+
+
+class OutboxStatus(Record):
     pending: int = 0
     submitted: int = 0
     dead: int = 0
     oldest_pending_age_s: float | None = None
     last_error: str | None = None
-    set_aside: tuple[str, str] | None = None  # (moved to, reason) of a file set aside here
-    error: str | None = None  # the outbox could not be read
+    set_aside: MovedStore | None = None  # a file set aside here
+    error: str | None = None  # the outbox could not be read: the JSON says only this
 
     def counts_line(self) -> str:
         return counts_line(self.pending, self.submitted, self.dead)
 
-    def to_json(self) -> dict[str, Any]:
+    @model_serializer(mode="wrap")
+    def _shown(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
         if self.error is not None:
-            return {"error": self.error}
-        return {
-            "pending": self.pending,
-            "submitted": self.submitted,
-            "dead": self.dead,
-            "oldestPendingAgeS": self.oldest_pending_age_s,
-            "lastError": self.last_error,
-            "setAside": None
-            if self.set_aside is None
-            else {"movedTo": self.set_aside[0], "reason": self.set_aside[1]},
-        }
+            return _only(data, info, OutboxStatus, "error")
+        return _only(data, info, OutboxStatus, *(set(OutboxStatus.model_fields) - {"error"}))
 
 
-@dataclass(frozen=True)
-class EvidenceStatus:
+class HeldBack(Record):
+    """Records held back as below relevance, of those recalled, over the last day."""
+
+    held_back: int
+    recalled: int
+
+
+class EvidenceStatus(Record):
     enabled: bool
     recording: bool = False
     last_error: str | None = None
@@ -154,15 +164,14 @@ class EvidenceStatus:
     retention: str | None = None
     retention_shortened: bool | None = None
     problems: tuple[str, ...] = ()
-    opened: bool = False
-    # (records held back as below relevance, records recalled) over the last day
-    held_back: tuple[int, int] | None = None
+    opened: bool = False  # the ledger was read: the fields above ``opened`` are known
+    held_back: HeldBack | None = Field(default=None, alias="heldBackLastDay")
 
     @property
     def held_back_line(self) -> str | None:
         if self.held_back is None:
             return None
-        held, recalled = self.held_back
+        held, recalled = self.held_back.held_back, self.held_back.recalled
         if not recalled:
             return "no records recalled over the last day"
         return (
@@ -170,31 +179,18 @@ class EvidenceStatus:
             "as below relevance"
         )
 
-    def to_json(self) -> dict[str, Any]:
+    @model_serializer(mode="wrap")
+    def _shown(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        """Off: only ``enabled``; not opened: whether it records; opened: the ledger's figures."""
+        data = handler(self)
         if not self.enabled:
-            return {"enabled": False}
-        data: dict[str, Any] = {
-            "enabled": True,
-            "recording": self.recording,
-            "lastError": self.last_error,
-        }
-        if self.opened:
-            data.update(
-                path=self.path,
-                diskBytes=self.disk_bytes,
-                capBytes=self.cap_bytes,
-                retention=self.retention,
-                retentionShortened=self.retention_shortened,
-                problems=list(self.problems),
-                heldBackLastDay=None
-                if self.held_back is None
-                else {"heldBack": self.held_back[0], "recalled": self.held_back[1]},
-            )
-        return data
+            return _only(data, info, EvidenceStatus, "enabled")
+        if not self.opened:
+            return _only(data, info, EvidenceStatus, "enabled", "recording", "last_error")
+        return _only(data, info, EvidenceStatus, *(set(EvidenceStatus.model_fields) - {"opened"}))
 
 
-@dataclass(frozen=True)
-class EngineStatus:
+class EngineStatus(Record):
     enabled: bool
     off_reason: str | None
     profile: str
@@ -204,7 +200,8 @@ class EngineStatus:
     proposed_scope: Scope | None  # what registering would create (memory off only)
     scope: ScopeStatus | None
     recall: RecallStatus
-    retain_automatic: bool
+    retain: RetainStatus
+    spend: LastDay | None = None  # the bank's model spend, last 24 h (engine/usage.py)
     backend: BackendStatus
     config: ConfigStatus
     last_outcome: Outcome | None
@@ -213,56 +210,20 @@ class EngineStatus:
     evidence: EvidenceStatus
     set_aside: tuple[SetAsideEvent, ...]  # stores set aside by any process, not yet dealt with
     lifecycle: LifecycleCounts | None = None  # corrections in force, documents forgotten
-    spend: LastDay | None = None  # the bank's model spend, last 24 h (engine/usage.py)
-    retain_paused: str | None = None  # why automatic retain is paused (engine/budget.py)
 
-    def to_json(self) -> dict[str, Any]:
-        proposed = self.proposed_scope
+    @field_serializer("proposed_scope")
+    def _proposed(self, proposed: Scope | None) -> dict[str, Any] | None:
+        if proposed is None:
+            return None
         return {
-            "enabled": self.enabled,
-            "offReason": self.off_reason,
-            "profile": self.profile,
-            "projectId": self.project_id,
-            "identitySource": self.identity_source,
-            "bankRule": self.bank_rule,
-            "proposedScope": None
-            if proposed is None
-            else {
-                "scopeId": proposed.scope_id,
-                "bankId": proposed.bank_id,
-                "tags": list(proposed.tags),
-            },
-            "scope": None if self.scope is None else self.scope.to_json(),
-            "recall": self.recall.to_json(),
-            "retain": {"automatic": self.retain_automatic, "paused": self.retain_paused},
-            "spend": None if self.spend is None else self.spend.to_json(),
-            "backend": {
-                "contacted": self.backend.contacted,
-                "healthy": self.backend.healthy,
-                "lastError": self.backend.last_error,
-                "proxy": None if self.backend.proxy is None else self.backend.proxy.to_json(),
-            },
-            "config": {
-                "path": self.config.path,
-                "source": self.config.source,
-                "projectFile": self.config.project_file,
-                "problems": list(self.config.problems),
-                "userBank": None
-                if self.config.user_bank is None
-                else self.config.user_bank.to_json(),
-            },
-            "lastOutcome": self.last_outcome,
-            "lastReason": self.last_reason,
-            "outbox": None if self.outbox is None else self.outbox.to_json(),
-            "evidence": self.evidence.to_json(),
-            "setAside": [event.to_json() for event in self.set_aside],
-            "lifecycle": None
-            if self.lifecycle is None
-            else {
-                "corrections": self.lifecycle.corrections,
-                "forgottenDocuments": self.lifecycle.forgotten_documents,
-            },
+            "scopeId": proposed.scope_id,
+            "bankId": proposed.bank_id,
+            "tags": list(proposed.tags),
         }
+
+    @field_serializer("set_aside")
+    def _set_aside(self, events: tuple[SetAsideEvent, ...]) -> list[dict[str, Any]]:
+        return [event.to_json() for event in events]  # as ``state list --json`` shows them
 
 
 def outbox_status(outbox: Outbox | None) -> OutboxStatus | None:
@@ -280,7 +241,9 @@ def outbox_status(outbox: Outbox | None) -> OutboxStatus | None:
         dead=health.dead,
         oldest_pending_age_s=health.oldest_pending_age_s,
         last_error=health.last_error,
-        set_aside=None if aside is None else (str(aside.moved_to), aside.reason),
+        set_aside=None
+        if aside is None
+        else MovedStore(moved_to=str(aside.moved_to), reason=aside.reason),
     )
 
 
@@ -308,7 +271,9 @@ def evidence_status(
         retention_shortened=stats.retention_shortened,
         problems=tuple(stats.problems),
         opened=True,
-        held_back=held_back,
+        held_back=None
+        if held_back is None
+        else HeldBack(held_back=held_back[0], recalled=held_back[1]),
     )
 
 
@@ -387,9 +352,9 @@ def describe_status(status: EngineStatus) -> str:
 
 def cost_lines(status: EngineStatus) -> list[str]:
     """Automatic retain (paused by the token budget?) and the last 24 hours' model spend."""
-    lines = [f"  retain:  {'automatic' if status.retain_automatic else 'off'}"]
-    if status.retain_paused:
-        lines.append(f"  retain:  PAUSED: {status.retain_paused}")
+    lines = [f"  retain:  {'automatic' if status.retain.automatic else 'off'}"]
+    if status.retain.paused:
+        lines.append(f"  retain:  PAUSED: {status.retain.paused}")
     if status.spend is not None:
         lines.append(f"  spend:   {status.spend.describe()}")
     return lines

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
+
+from pydantic import computed_field, field_serializer
 
 from pi_hindsight.backend import MemoryBackend
 from pi_hindsight.backend.records import UsageBucket
 from pi_hindsight.errors import BackendError, BankNotFound
+from pi_hindsight.records import Record
 
 Period = Literal["1d", "7d", "30d"]
 PERIODS: tuple[Period, ...] = ("1d", "7d", "30d")
@@ -38,35 +40,40 @@ OTHER = "other"
 CHART_WIDTH = 30
 
 
-@dataclass(frozen=True)
-class Spend:
+class Spend(Record):
     calls: int = 0
     errors: int = 0
+    # None in the JSON form when the server reported no tokens (``tokensReported``): never 0
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def tokens_reported(self) -> bool:
         """False when calls were made and the server holds no token count for any of them."""
         return self.calls == 0 or self.total_tokens > 0
 
+    @field_serializer("input_tokens", "output_tokens", "total_tokens")
+    def _tokens(self, tokens: int) -> int | None:
+        return tokens if self.tokens_reported else None
+
     def plus(self, other: Spend) -> Spend:
         return Spend(
-            self.calls + other.calls,
-            self.errors + other.errors,
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.total_tokens + other.total_tokens,
+            calls=self.calls + other.calls,
+            errors=self.errors + other.errors,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
         )
 
     def minus(self, other: Spend) -> Spend:
         return Spend(
-            max(0, self.calls - other.calls),
-            max(0, self.errors - other.errors),
-            max(0, self.input_tokens - other.input_tokens),
-            max(0, self.output_tokens - other.output_tokens),
-            max(0, self.total_tokens - other.total_tokens),
+            calls=max(0, self.calls - other.calls),
+            errors=max(0, self.errors - other.errors),
+            input_tokens=max(0, self.input_tokens - other.input_tokens),
+            output_tokens=max(0, self.output_tokens - other.output_tokens),
+            total_tokens=max(0, self.total_tokens - other.total_tokens),
         )
 
     @classmethod
@@ -79,11 +86,11 @@ class Spend:
     @classmethod
     def of_bucket(cls, bucket: UsageBucket) -> Spend:
         return cls(
-            bucket.calls,
-            bucket.errors,
-            bucket.input_tokens,
-            bucket.output_tokens,
-            bucket.total_tokens,
+            calls=bucket.calls,
+            errors=bucket.errors,
+            input_tokens=bucket.input_tokens,
+            output_tokens=bucket.output_tokens,
+            total_tokens=bucket.total_tokens,
         )
 
     def describe(self) -> str:
@@ -97,43 +104,28 @@ class Spend:
             f"({self.input_tokens:,} in, {self.output_tokens:,} out)"
         )
 
-    def to_json(self) -> dict[str, Any]:
-        reported = self.tokens_reported
-        return {
-            "calls": self.calls,
-            "errors": self.errors,
-            "tokensReported": reported,
-            "inputTokens": self.input_tokens if reported else None,
-            "outputTokens": self.output_tokens if reported else None,
-            "totalTokens": self.total_tokens if reported else None,
-        }
 
-
-@dataclass(frozen=True)
-class BankUsage:
+class BankUsage(Record):
     bank_id: str
     period: Period
     total: Spend
-    days: tuple[tuple[str, Spend], ...]
-    operations: tuple[tuple[str, Spend], ...]
+    days: tuple[tuple[str, Spend], ...]  # (day, spend), oldest first
+    operations: tuple[tuple[str, Spend], ...]  # (our operation name, spend)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "bankId": self.bank_id,
-            "period": self.period,
-            "total": self.total.to_json(),
-            "days": [{"day": day, **spend.to_json()} for day, spend in self.days],
-            "operations": [
-                {"operation": name, **spend.to_json()} for name, spend in self.operations
-            ],
-        }
+    @field_serializer("days")
+    def _days(self, days: tuple[tuple[str, Spend], ...]) -> list[dict[str, Any]]:
+        return [{"day": day, **spend.to_json()} for day, spend in days]
+
+    @field_serializer("operations")
+    def _operations(self, operations: tuple[tuple[str, Spend], ...]) -> list[dict[str, Any]]:
+        return [{"operation": name, **spend.to_json()} for name, spend in operations]
 
 
-@dataclass(frozen=True)
-class LastDay:
+class LastDay(Record):
     """The status line's figure: a bank's spend over the last 24 hours, or why it is unknown."""
 
     bank_id: str
+    period: Literal["24h"] = "24h"
     spend: Spend | None
     error: str | None = None
 
@@ -141,14 +133,6 @@ class LastDay:
         if self.spend is None:
             return f"last 24 h: unknown ({self.error})"
         return f"last 24 h: {self.spend.describe()}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "bankId": self.bank_id,
-            "period": "24h",
-            "spend": None if self.spend is None else self.spend.to_json(),
-            "error": self.error,
-        }
 
 
 def _by_day(buckets: Sequence[UsageBucket]) -> tuple[tuple[str, Spend], ...]:
@@ -189,7 +173,9 @@ async def bank_usage(
         groups.append((name, spend))
         named = named.plus(spend)
     groups.append((OTHER, total.minus(named)))
-    return BankUsage(bank, period, total, _by_day(every), tuple(groups))
+    return BankUsage(
+        bank_id=bank, period=period, total=total, days=_by_day(every), operations=tuple(groups)
+    )
 
 
 async def last_day(backend: MemoryBackend, bank: str, *, timeout: float) -> LastDay:
@@ -199,8 +185,8 @@ async def last_day(backend: MemoryBackend, bank: str, *, timeout: float) -> Last
     except BankNotFound:  # not created yet: nothing spent
         buckets = []
     except BackendError as error:
-        return LastDay(bank, None, str(error))
-    return LastDay(bank, Spend.of(buckets))
+        return LastDay(bank_id=bank, spend=None, error=str(error))
+    return LastDay(bank_id=bank, spend=Spend.of(buckets))
 
 
 def chart(days: Sequence[tuple[str, Spend]]) -> list[str]:

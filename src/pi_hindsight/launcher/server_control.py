@@ -12,7 +12,6 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -339,7 +338,7 @@ def _start(
     warnings = fell_back + hindsight.startup_warnings(paths.log("hindsight"), log_offset)
     for warning in warnings:
         logger.info("Hindsight: %s", warning)
-    return replace(info, warnings=info.warnings + warnings)
+    return info.but(warnings=info.warnings + warnings)
 
 
 def _start_postgres(

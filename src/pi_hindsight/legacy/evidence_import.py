@@ -19,9 +19,11 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
+
+from pydantic import Field, computed_field
 
 from pi_hindsight.errors import InputFileError, StateError
 from pi_hindsight.legacy.evidence_formats import (
@@ -31,6 +33,7 @@ from pi_hindsight.legacy.evidence_formats import (
     parse_line,
     parse_object,
 )
+from pi_hindsight.records import Record
 from pi_hindsight.safe_files import BadJson, loads_line, open_regular
 from pi_hindsight.stores.evidence import EvidenceLedger, EvidenceSpaceError
 from pi_hindsight.stores.evidence.schema import LegacySource, RequestRow, format_bytes
@@ -51,8 +54,7 @@ class MigrationNoSpace(EvidenceSpaceError):
         self.report = report
 
 
-@dataclass(frozen=True)
-class MigrationReport:
+class MigrationReport(Record):
     path: str
     identity: str
     mode: str  # "lines" (JSONL) or "document" (one JSON document)
@@ -62,29 +64,35 @@ class MigrationReport:
     size: int
     imported: int  # this run
     duplicates: int  # this run: already in the ledger
-    totals: LegacySource  # everything recorded for this file so far
+    # Everything recorded for this file so far (shown as importedTotal, formats, skipped, bad).
+    totals: LegacySource = Field(exclude=True)
     complete: bool
     pending_tail: bool  # an incomplete last line was left for a later run
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "identity": self.identity,
-            "mode": self.mode,
-            "resumedAtLine": self.resumed_at_line,
-            "nextLine": self.next_line,
-            "nextOffset": self.next_offset,
-            "size": self.size,
-            "imported": self.imported,
-            "duplicates": self.duplicates,
-            "importedTotal": self.totals.imported,
-            "formats": dict(self.totals.formats),
-            "skipped": dict(self.totals.skipped),
-            "bad": self.totals.bad,
-            "badLines": [{"line": n, "reason": why} for n, why in self.totals.bad_lines],
-            "complete": self.complete,
-            "pendingTail": self.pending_tail,
-        }
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def imported_total(self) -> int:
+        return self.totals.imported
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def formats(self) -> dict[str, int]:
+        return dict(self.totals.formats)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def skipped(self) -> dict[str, int]:
+        return dict(self.totals.skipped)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def bad(self) -> int:
+        return self.totals.bad
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def bad_lines(self) -> list[dict[str, int | str]]:
+        return [{"line": n, "reason": why} for n, why in self.totals.bad_lines]
 
 
 @dataclass
@@ -100,17 +108,19 @@ class _Run:
         if isinstance(result, Skip):
             skipped = dict(self.source.skipped)
             skipped[result.reason] = skipped.get(result.reason, 0) + 1
-            self.source = replace(self.source, skipped=skipped)
+            self.source = self.source.model_copy(update={"skipped": skipped})
         else:
             kept = self.source.bad_lines
             if len(kept) < BAD_LINES_KEPT:
                 kept = (*kept, (line, result.reason))
-            self.source = replace(self.source, bad=self.source.bad + 1, bad_lines=kept)
+            self.source = self.source.model_copy(
+                update={"bad": self.source.bad + 1, "bad_lines": kept}
+            )
 
     def seen(self, fmt: str) -> None:
         formats = dict(self.source.formats)
         formats[fmt] = formats.get(fmt, 0) + 1
-        self.source = replace(self.source, formats=formats)
+        self.source = self.source.model_copy(update={"formats": formats})
 
 
 def _is_json(raw: bytes) -> bool:
@@ -178,11 +188,17 @@ class _Migration:
         now = time.time()
         known = ledger.legacy_source(self.identity)
         source = known or LegacySource(
-            self.identity, str(path), size, 0, 0, started_at=now, updated_at=now
+            identity=self.identity,
+            path=str(path),
+            size=size,
+            next_offset=0,
+            next_line=0,
+            started_at=now,
+            updated_at=now,
         )
         if self.items is None and source.next_offset > size:  # truncated and written anew
-            source = replace(source, next_offset=0, next_line=0, completed_at=None)
-        self.run = _Run(replace(source, path=str(path), size=size))
+            source = source.but(next_offset=0, next_line=0, completed_at=None)
+        self.run = _Run(source.but(path=str(path), size=size))
         self.committed = self.run.source
         self.resumed_at = source.next_line
         counted = known is not None and (known.next_offset > 0 or known.next_line > 0)
@@ -236,8 +252,7 @@ class _Migration:
     def commit(self, offset: int, line: int, done: bool) -> None:
         """Rows and cursor in one transaction: a crash before it leaves both as they were."""
         now = time.time()
-        source = replace(
-            self.run.source,
+        source = self.run.source.but(
             next_offset=offset,
             next_line=line,
             updated_at=now,

@@ -4,7 +4,7 @@ and ``refresh_memo`` (accepted is not completed: the operation id comes back at 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -39,8 +39,9 @@ class MemoOperation(OperationResult):
 
 class StatusResult(OperationResult):
     summary: str
-    # The engine's status snapshot in its own JSON form (engine/status.py owns the shape).
-    status: dict[str, Any]
+    # The engine's status snapshot (engine/status.py owns the shape). engine/status.py loads on
+    # first use (tests/unit/test_startup_imports.py), so the type resolves then (``status``).
+    status: EngineStatus
     startup_operation: MemoOperation | None = None
 
     def render(self) -> str:
@@ -56,9 +57,10 @@ async def status(context: OperationContext, args: StatusArgs) -> StatusResult:
     operation = None
     if args.operation_id:
         operation = await memo_operation(context, args.operation_id)
-    return StatusResult(
-        summary=summary(current), status=current.to_json(), startup_operation=operation
-    )
+    from pi_hindsight.engine.status import EngineStatus  # noqa: PLC0415 - loaded by now
+
+    StatusResult.model_rebuild(_types_namespace={"EngineStatus": EngineStatus})
+    return StatusResult(summary=summary(current), status=current, startup_operation=operation)
 
 
 async def memo_operation(context: OperationContext, operation_id: str) -> MemoOperation:
@@ -153,8 +155,8 @@ def summary(status: EngineStatus) -> str:
     if status.evidence.enabled:
         parts.append("evidence: " + ("recording" if status.evidence.recording else "NOT recording"))
     parts.append(f"relevance: {status.recall.relevance}")
-    if status.retain_paused:
-        parts.append(f"retain paused: {status.retain_paused}")
+    if status.retain.paused:
+        parts.append(f"retain paused: {status.retain.paused}")
     if status.spend is not None:
         parts.append(f"spend: {status.spend.describe()}")
     if status.evidence.held_back_line:

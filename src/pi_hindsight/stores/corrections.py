@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from pi_hindsight.records import Record
 from pi_hindsight.stores.sqlite import Migration, StoreConnection, transaction, translated_errors
 
 LifecycleAction = Literal["forget", "correct", "uncorrect"]
@@ -90,8 +91,9 @@ class LifecycleEntry:
     detail: str | None
 
 
-@dataclass(frozen=True)
-class LifecycleCounts:
+class LifecycleCounts(Record):
+    """Shown in status (``lifecycle``) and by ``memory corrections``."""
+
     corrections: int  # in force
     forgotten_documents: int  # deleted through forget, ever
 
@@ -255,4 +257,4 @@ class LifecycleRecords:
                 (scope_id,),
             ).fetchall()
         forgotten = {doc for row in documents for doc in _strings(row["document_ids"])}
-        return LifecycleCounts(int(corrections), len(forgotten))
+        return LifecycleCounts(corrections=int(corrections), forgotten_documents=len(forgotten))

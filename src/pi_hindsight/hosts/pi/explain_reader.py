@@ -94,14 +94,35 @@ def explain(detail: EvidenceDetail, *, session_file: Path | None, agent_dir: Pat
     if (path is None or not path.exists()) and record.session_id:
         path = find_session_file(agent_dir, record.session_id) or path
     if path is None:
-        return Explanation(detail, diagnosis, None, "no session file is known", None, None)
+        return Explanation(
+            detail=detail,
+            diagnosis=diagnosis,
+            transcript_path=None,
+            session_problem="no session file is known",
+            trace=None,
+            body_matches_session=None,
+        )
     if not path.exists():
         problem = "the session file does not exist (deleted, or the session was never saved)"
-        return Explanation(detail, diagnosis, str(path), problem, None, None)
+        return Explanation(
+            detail=detail,
+            diagnosis=diagnosis,
+            transcript_path=str(path),
+            session_problem=problem,
+            trace=None,
+            body_matches_session=None,
+        )
     try:
         session = read_session(path)
     except StateError as error:
-        return Explanation(detail, diagnosis, str(path), error.describe(), None, None)
+        return Explanation(
+            detail=detail,
+            diagnosis=diagnosis,
+            transcript_path=str(path),
+            session_problem=error.describe(),
+            trace=None,
+            body_matches_session=None,
+        )
     trace = trace_request(session, record)
     notes = list(diagnosis.notes)
     matches: bool | None = None
@@ -123,4 +144,11 @@ def explain(detail: EvidenceDetail, *, session_file: Path | None, agent_dir: Pat
     if session.bad_lines:
         notes.append(f"{len(session.bad_lines)} unreadable line(s) in the session file.")
     diagnosis = Diagnosis(diagnosis.reading, diagnosis.summary, tuple(notes))
-    return Explanation(detail, diagnosis, str(path), None, trace, matches)
+    return Explanation(
+        detail=detail,
+        diagnosis=diagnosis,
+        transcript_path=str(path),
+        session_problem=None,
+        trace=trace,
+        body_matches_session=matches,
+    )

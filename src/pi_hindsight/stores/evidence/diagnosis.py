@@ -11,9 +11,9 @@ comparing the two (R-EVID-4). Nothing is scored.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from pi_hindsight.records import Record
 from pi_hindsight.stores.evidence.held import HeldItem
@@ -59,32 +59,51 @@ class Diagnosis:
     notes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Explanation:
-    detail: EvidenceDetail
-    diagnosis: Diagnosis
+class Explanation(Record):
+    """What ``explain`` shows: the evidence, the diagnosis and the conversation's entries, one
+    flat JSON object (the diagnosis's and the trace's parts are computed fields)."""
+
+    detail: EvidenceDetail = Field(alias="evidence")
+    diagnosis: Diagnosis = Field(exclude=True)  # shown as reading, summary, notes
     transcript_path: str | None
     session_problem: str | None  # why the conversation cannot be shown
-    trace: ConversationTrace | None
+    trace: ConversationTrace | None = Field(exclude=True)  # shown as its entries
     body_matches_session: bool | None
 
-    def to_json(self) -> dict[str, Any]:
-        trace = self.trace
-        user = None if trace is None or trace.user_entry is None else trace.user_entry
-        memory = None if trace is None or trace.memory_entry is None else trace.memory_entry
-        return {
-            "evidence": self.detail.to_json(),
-            "reading": self.diagnosis.reading,
-            "summary": self.diagnosis.summary,
-            "notes": list(self.diagnosis.notes),
-            "transcriptPath": self.transcript_path,
-            "sessionProblem": self.session_problem,
-            "matchedBy": None if trace is None else trace.matched_by,
-            "userMessage": None if user is None else user.to_json(),
-            "memoryMessage": None if memory is None else memory.to_json(),
-            "bodyMatchesSession": self.body_matches_session,
-            "replies": [] if trace is None else [entry.to_json() for entry in trace.replies],
-        }
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def reading(self) -> Reading:
+        return self.diagnosis.reading
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def summary(self) -> str:
+        return self.diagnosis.summary
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return self.diagnosis.notes
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def matched_by(self) -> str | None:
+        return None if self.trace is None else self.trace.matched_by
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def user_message(self) -> TranscriptEntry | None:
+        return None if self.trace is None else self.trace.user_entry
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def memory_message(self) -> TranscriptEntry | None:
+        return None if self.trace is None else self.trace.memory_entry
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def replies(self) -> tuple[TranscriptEntry, ...]:
+        return () if self.trace is None else self.trace.replies
 
 
 _NOT_PREPARED = {

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, field_serializer, model_serializer
 
 from pi_hindsight.records import Record
 from pi_hindsight.stores.evidence.held import HeldItem
@@ -51,11 +51,10 @@ def tri(value: object) -> Literal["true", "false", "unknown"]:
     return "true" if value else "false"
 
 
-@dataclass(frozen=True)
-class MemoInfo:
+class MemoInfo(Record):
     """The startup memo that was part of a delivery: its id and the backend's refresh time."""
 
-    memo_id: str
+    memo_id: str = Field(alias="id")
     refreshed_at: str | None = None
 
 
@@ -78,9 +77,9 @@ class DeliveredItem(Record):
     scores: dict[str, float] = Field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class EvidenceRecord:
-    """One request's evidence, without the body (what ``list`` returns)."""
+class EvidenceRecord(Record):
+    """One request's evidence, without the body (what ``list`` returns). Fields in the order
+    its JSON shows them; times are epoch seconds here and ISO 8601 (UTC) in the JSON."""
 
     request_id: str
     prepared_at: float
@@ -95,6 +94,17 @@ class EvidenceRecord:
     total_ms: float | None
     record_count: int
     omitted: int
+    # Recalled records left out, by why: budget, duplicate, alreadyDelivered, inMemo ({}: none
+    # recorded — a record from before this was kept, or nothing was left out).
+    omitted_by: dict[str, int] = Field(default_factory=dict)
+    # The query each recall was sent, redacted as sent ({"project": …, "user": …}; {}: kept
+    # before queries were, or no recall ran).
+    queries: dict[str, str] = Field(default_factory=dict)
+    # What retain did with the completed request: "queued" (to the outbox), "skipped" with
+    # ``retain_reason`` (no knowledge in it: empty, acknowledgement, aborted, memory tools
+    # only), or None (not decided: the request did not complete, retain is off here, or the
+    # record is older than the decision is). The JSON shows both as ``retain``.
+    retain: str | None = None
     tokens: int | None
     body_bytes: int
     record_ids: tuple[str, ...]
@@ -105,71 +115,31 @@ class EvidenceRecord:
     confirmed_at: float | None
     payload_bytes: int | None
     source: str  # "live", or "legacy:<format>" for migrated lines
-    meta: Mapping[str, Any] = field(default_factory=dict)
-    seq: int = 0
-    # Recalled records left out, by why: budget, duplicate, alreadyDelivered, inMemo ({}: none
-    # recorded — a record from before this was kept, or nothing was left out).
-    omitted_by: Mapping[str, int] = field(default_factory=dict)
-    # The query each recall was sent, redacted as sent ({"project": …, "user": …}; {}: kept
-    # before queries were, or no recall ran).
-    queries: Mapping[str, str] = field(default_factory=dict)
-    # What retain did with the completed request: "queued" (to the outbox), "skipped" with
-    # ``retain_reason`` (no knowledge in it: empty, acknowledgement, aborted, memory tools
-    # only), or None (not decided: the request did not complete, retain is off here, or the
-    # record is older than the decision is).
-    retain: str | None = None
-    retain_reason: str | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+    retain_reason: str | None = Field(default=None, exclude=True)  # shown in ``retain``
+    seq: int = Field(default=0, exclude=True)  # the ledger's row order
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "requestId": self.request_id,
-            "preparedAt": iso(self.prepared_at),
-            "outcome": self.outcome,
-            "reason": self.reason,
-            "scopeId": self.scope_id,
-            "bankIds": list(self.bank_ids),
-            "sessionId": self.session_id,
-            "transcriptPath": self.transcript_path,
-            "entryId": self.entry_id,
-            "recallMs": self.recall_ms,
-            "totalMs": self.total_ms,
-            "recordCount": self.record_count,
-            "omitted": self.omitted,
-            "omittedBy": dict(self.omitted_by),
-            "queries": dict(self.queries),
-            "retain": None
-            if self.retain is None
-            else {"decision": self.retain, "reason": self.retain_reason},
-            "tokens": self.tokens,
-            "bodyBytes": self.body_bytes,
-            "recordIds": list(self.record_ids),
-            "memo": None
-            if self.memo is None
-            else {"id": self.memo.memo_id, "refreshedAt": self.memo.refreshed_at},
-            "attached": self.attached,
-            "attachedAt": iso(self.attached_at),
-            "confirmed": self.confirmed,
-            "confirmedAt": iso(self.confirmed_at),
-            "payloadBytes": self.payload_bytes,
-            "source": self.source,
-            "meta": dict(self.meta),
-        }
+    @field_serializer("prepared_at", "attached_at", "confirmed_at")
+    def _iso(self, timestamp: float | None) -> str | None:
+        return iso(timestamp)
+
+    @field_serializer("retain")
+    def _retain(self, decision: str | None) -> dict[str, str | None] | None:
+        return None if decision is None else {"decision": decision, "reason": self.retain_reason}
 
 
-@dataclass(frozen=True)
-class EvidenceDetail:
+class EvidenceDetail(Record):
+    """A record with what it delivered; its JSON is the record's, flat, and these."""
+
     record: EvidenceRecord
+    items: tuple[DeliveredItem, ...] = Field(default=(), alias="records")  # none for older
+    held: tuple[HeldItem, ...] = Field(default=(), alias="heldBack")  # recalled, held back
     body: str | None  # the memory text delivered; None when nothing was delivered
-    items: tuple[DeliveredItem, ...] = ()  # per delivered record (none for older records)
-    held: tuple[HeldItem, ...] = ()  # recalled, held back (none for older records)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            **self.record.to_json(),
-            "records": [item.to_json() for item in self.items],
-            "heldBack": [item.to_json() for item in self.held],
-            "body": self.body,
-        }
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {**data.pop("record"), **data}
 
 
 @dataclass(frozen=True)
@@ -178,24 +148,32 @@ class EvidencePage:
     next_cursor: str | None  # pass as ``before`` for the next (older) page
 
 
-@dataclass(frozen=True)
-class LegacySource:
-    """A legacy file being (or already) migrated: identity and resumable cursor."""
+class LegacySource(Record):
+    """A legacy file being (or already) migrated: identity and resumable cursor. Its JSON is
+    what ``evidence stats`` shows of it (times of its own are kept, not shown)."""
 
     identity: str
     path: str
     size: int
     next_offset: int  # byte offset of the first line not yet consumed
     next_line: int  # number of lines consumed (the next line is next_line + 1)
-    formats: Mapping[str, int] = field(default_factory=dict)
+    formats: dict[str, int] = Field(default_factory=dict)
     imported: int = 0
     duplicates: int = 0
-    skipped: Mapping[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = Field(default_factory=dict)
     bad: int = 0
     bad_lines: tuple[tuple[int, str], ...] = ()  # (line number, why), the first ones only
-    started_at: float = 0.0
-    updated_at: float = 0.0
+    started_at: float = Field(default=0.0, exclude=True)
+    updated_at: float = Field(default=0.0, exclude=True)
     completed_at: float | None = None
+
+    @field_serializer("bad_lines")
+    def _bad_lines(self, lines: tuple[tuple[int, str], ...]) -> list[dict[str, int | str]]:
+        return [{"line": line, "reason": why} for line, why in lines]
+
+    @field_serializer("completed_at")
+    def _iso(self, timestamp: float | None) -> str | None:
+        return iso(timestamp)
 
 
 @dataclass(frozen=True)

@@ -2,34 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from pydantic import Field, computed_field, field_serializer
 
+from pi_hindsight.records import Record
 from pi_hindsight.stores.evidence.schema import LegacySource, format_bytes, iso
 
 
-@dataclass(frozen=True)
-class EvidenceStats:
+class EvidenceStats(Record):
     path: str
     # Counts read every metadata row; ``stats(counts=False)`` leaves them None (cheap status).
     records: int | None
-    by_outcome: Mapping[str, int] | None
-    delivered_attached: Mapping[str, int] | None  # true / false / unknown, of delivered records
-    delivered_confirmed: Mapping[str, int] | None
+    by_outcome: dict[str, int] | None
+    delivered_attached: dict[str, int] | None  # true / false / unknown, of delivered records
+    delivered_confirmed: dict[str, int] | None
     disk_bytes: int  # main file + WAL + shared memory
     used_bytes: int  # live pages (the rest of the file is free space SQLite reuses)
     cap_bytes: int
     budget_bytes: int  # what the ledger may use: the cap minus kept legacy originals
     legacy_bytes: int
-    legacy_sources: tuple[LegacySource, ...]
     retention_days: float
+    cap_evicted: int
     oldest_at: float | None
     newest_at: float | None
-    cap_cutoff: float | None  # the newest record the cap evicted
-    cap_evicted: int
-    now: float
+    legacy_sources: tuple[LegacySource, ...]
+    cap_cutoff: float | None = Field(exclude=True)  # the newest record the cap evicted
+    now: float = Field(exclude=True)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def effective_retention_days(self) -> float:
         """The retention in force: the configured period, or less where the cap cut into it."""
@@ -38,10 +37,12 @@ class EvidenceStats:
             return configured
         return min(configured, max(0.0, (self.now - self.cap_cutoff) / 86_400))
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def retention_shortened(self) -> bool:
         return self.effective_retention_days < self.retention_days
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def retention_note(self) -> str:
         cap = format_bytes(self.cap_bytes)
@@ -54,6 +55,7 @@ class EvidenceStats:
             )
         return f"retention {self.retention_days:g} days, cap {cap}"
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def problems(self) -> tuple[str, ...]:
         found: list[str] = []
@@ -65,46 +67,10 @@ class EvidenceStats:
             )
         return tuple(found)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "records": self.records,
-            "byOutcome": None if self.by_outcome is None else dict(self.by_outcome),
-            "deliveredAttached": None
-            if self.delivered_attached is None
-            else dict(self.delivered_attached),
-            "deliveredConfirmed": None
-            if self.delivered_confirmed is None
-            else dict(self.delivered_confirmed),
-            "diskBytes": self.disk_bytes,
-            "usedBytes": self.used_bytes,
-            "capBytes": self.cap_bytes,
-            "budgetBytes": self.budget_bytes,
-            "legacyBytes": self.legacy_bytes,
-            "retentionDays": self.retention_days,
-            "effectiveRetentionDays": round(self.effective_retention_days, 3),
-            "retentionShortened": self.retention_shortened,
-            "retentionNote": self.retention_note,
-            "capEvicted": self.cap_evicted,
-            "oldestAt": iso(self.oldest_at),
-            "newestAt": iso(self.newest_at),
-            "problems": list(self.problems),
-            "legacySources": [source_json(source) for source in self.legacy_sources],
-        }
+    @field_serializer("effective_retention_days")
+    def _rounded(self, days: float) -> float:
+        return round(days, 3)
 
-
-def source_json(source: LegacySource) -> dict[str, Any]:
-    return {
-        "identity": source.identity,
-        "path": source.path,
-        "size": source.size,
-        "nextOffset": source.next_offset,
-        "nextLine": source.next_line,
-        "formats": dict(source.formats),
-        "imported": source.imported,
-        "duplicates": source.duplicates,
-        "skipped": dict(source.skipped),
-        "bad": source.bad,
-        "badLines": [{"line": line, "reason": why} for line, why in source.bad_lines],
-        "completedAt": iso(source.completed_at),
-    }
+    @field_serializer("oldest_at", "newest_at")
+    def _iso(self, timestamp: float | None) -> str | None:
+        return iso(timestamp)
