@@ -30,7 +30,7 @@ from _team_drivers import Sent
 from _team_world import TOKEN, Ledger, Person
 from pi_hindsight.errors import BackendAuthRejected
 from pi_hindsight.stores.evidence import EvidenceLedger
-from pi_hindsight.stores.evidence.schema import EvidenceDetail
+from pi_hindsight.stores.evidence.tables import EvidenceDetail
 
 
 @dataclass

@@ -46,7 +46,7 @@ from typing import Any
 
 from _sidecar import Sidecar  # bench/_sidecar.py (benchmarks run as scripts)
 from pi_hindsight.backend.hindsight import HindsightBackend
-from pi_hindsight.backend.records import MemoryRecord
+from pi_hindsight.backend.resources import MemoryRecord
 from pi_hindsight.engine.memo_overlap import MemoStatements, words
 from pi_hindsight.engine.memory_block import FRAMING, memo_section
 from pi_hindsight.engine.memory_block import estimate_tokens as tokens

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME, EvidenceLedger, PreparedRecord
-from pi_hindsight.stores.evidence.schema import format_bytes
+from pi_hindsight.stores.evidence.tables import format_bytes
 
 BODY = "<hindsight-memory>\n" + "".join(
     f"- (2025-01-{n:02d}) a remembered engineering decision number {n} and its reason\n"

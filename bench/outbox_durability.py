@@ -42,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pi_hindsight.backend.records import RetainItem
+from pi_hindsight.backend.resources import RetainItem
 from pi_hindsight.stores.outbox_items import RetainRequest
 
 ITEMS = int(os.environ.get("BENCH_ITEMS", "2000"))

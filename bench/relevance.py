@@ -56,7 +56,7 @@ from _relevance_corpus import (  # noqa: E402 - bench/ modules run as scripts
     load,
 )
 from pi_hindsight.backend.hindsight import HindsightBackend  # noqa: E402
-from pi_hindsight.backend.records import MemoryRecord  # noqa: E402
+from pi_hindsight.backend.resources import MemoryRecord  # noqa: E402
 from pi_hindsight.cli.setup_cmd import install_extension  # noqa: E402
 from pi_hindsight.engine.memory_block import estimate_tokens  # noqa: E402
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH  # noqa: E402

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from _sidecar import Sidecar  # bench/_sidecar.py (benchmarks run as scripts)
-from pi_hindsight.backend.records import RetainItem
+from pi_hindsight.backend.resources import RetainItem
 from pi_hindsight.stores.outbox_items import RetainRequest
 
 BYTES_REQUESTS = int(os.environ.get("BENCH_BYTES_REQUESTS", "200"))
@@ -284,7 +284,7 @@ def backlog() -> list[tuple[str, int, str]]:
 
 async def drain_with_outbox(base_url: str, work: Path, items: list[tuple[str, int, str]]) -> float:
     from pi_hindsight.backend.hindsight import HindsightBackend
-    from pi_hindsight.backend.records import BankMissions
+    from pi_hindsight.backend.resources import BankMissions
     from pi_hindsight.engine.retain_worker import RetainWorker
     from pi_hindsight.stores.outbox import Outbox
 

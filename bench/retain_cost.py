@@ -291,7 +291,7 @@ async def settled_spend(base_url: str, bank: str) -> dict[str, Any]:
     """The bank's spend once its extraction and consolidation are done (no operation pending
     and the recorded figures unchanged for 10 s)."""
     from pi_hindsight.backend import open_backend
-    from pi_hindsight.engine.usage import bank_usage
+    from pi_hindsight.engine.spend import bank_usage
 
     backend = open_backend(base_url)
     try:

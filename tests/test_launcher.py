@@ -35,7 +35,7 @@ from pi_hindsight.launcher import (
     start_server,
     stop_server,
 )
-from pi_hindsight.launcher import hindsight as hs
+from pi_hindsight.launcher import api_process as hs
 from pi_hindsight.launcher.server_record import (
     PostgresRecord,
     ServerPaths,
@@ -185,7 +185,7 @@ def test_server_env_owns_everything_but_the_llm_settings() -> None:
 
 
 def test_startup_warnings_surface_a_failed_llm_check(tmp_path: Path) -> None:
-    log = tmp_path / "hindsight.log"
+    log = tmp_path / "api_process.log"
     log.write_text("old: LLM connection verification failed for 'x'\n")
     offset = log.stat().st_size
     with log.open("a") as handle:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pi_hindsight.launcher import hindsight as hs
+from pi_hindsight.launcher import api_process as hs
 from pi_hindsight.launcher.reranker import (
     CROSS_ENCODER_MODEL,
     Reranker,

@@ -40,7 +40,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
 
-from pi_hindsight.backend.records import MemoryRecord, RecallScores
+from pi_hindsight.backend.resources import MemoryRecord, RecallScores
 
 #: The reason a held-back record carries in the evidence ledger.
 BELOW_RELEVANCE = "below relevance"

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, computed_field
 
-from pi_hindsight.records import Record
+from pi_hindsight.serialisation import Record
 
 PROXY_SCHEMES = ("http",)  # what aiohttp can talk to; an https:// or socks proxy is not
 

@@ -32,7 +32,7 @@ from typing import Literal
 
 from pydantic import computed_field
 
-from pi_hindsight.records import Record
+from pi_hindsight.serialisation import Record
 from pi_hindsight.transport import is_loopback_url
 
 DEFAULT_BANK_ID = "pi-user"

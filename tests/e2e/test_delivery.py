@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pi_hindsight.backend.hindsight import HindsightBackend
-from pi_hindsight.backend.records import RetainItem
+from pi_hindsight.backend.resources import RetainItem
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.startup_memo import memo_id
 from tests.plugins.pi import PiWorld, make_repo

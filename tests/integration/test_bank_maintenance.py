@@ -15,13 +15,13 @@ from click.testing import CliRunner
 from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.cli.main import cli
 from pi_hindsight.errors import BankNotFound, ConfigError, ScopeError
-from pi_hindsight.maintenance.mental_models import (
+from pi_hindsight.maintenance.missions import read_missions, update_missions
+from pi_hindsight.maintenance.model_changes import (
     create_model,
     delete_model,
     list_models,
     update_model,
 )
-from pi_hindsight.maintenance.missions import read_missions, update_missions
 from tests.support.maintenance import T, create_bank, fresh_bank, settle, snapshot
 
 pytestmark = pytest.mark.server

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pi_hindsight.backend.hindsight import HindsightBackend
-from pi_hindsight.backend.records import BankMissions, RetainItem
+from pi_hindsight.backend.resources import BankMissions, RetainItem
 from pi_hindsight.engine.memory_block import estimate_tokens
 from pi_hindsight.engine.scope import USER_SCOPE_TAGS
 from tests.plugins.pi import LoopbackListener, make_repo

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pi_hindsight.backend.hindsight import HindsightBackend
-from pi_hindsight.backend.records import BankMissions, RetainItem
+from pi_hindsight.backend.resources import BankMissions, RetainItem
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH
 
 pytestmark = pytest.mark.server

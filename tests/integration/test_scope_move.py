@@ -13,7 +13,7 @@ import pytest
 
 from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.errors import BackendUnavailable
-from pi_hindsight.maintenance.mental_models import create_model
+from pi_hindsight.maintenance.model_changes import create_model
 from pi_hindsight.maintenance.move import MoveSelection, ScopeRef, move_scope, plan_move
 from tests.plugins.scripted_backend import ScriptedBackend
 from tests.support.maintenance import (

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pi_hindsight.backend.records import RetainItem
+from pi_hindsight.backend.resources import RetainItem
 from pi_hindsight.stores.outbox import Outbox
 from pi_hindsight.stores.outbox_items import RetainRequest
 from tests.plugins.pi import make_repo

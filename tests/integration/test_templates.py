@@ -11,7 +11,7 @@ import pytest
 
 from pi_hindsight.backend.hindsight import HindsightBackend
 from pi_hindsight.errors import BankNotFound
-from pi_hindsight.maintenance.templates import apply_template, preview_template
+from pi_hindsight.maintenance.template_import import apply_template, preview_template
 from tests.support.maintenance import T, create_bank, fresh_bank, settle, snapshot
 
 pytestmark = pytest.mark.server

@@ -27,13 +27,13 @@ FOREIGN_ERRORS = ("aiohttp", "hindsight_client_api.exceptions")
 CHEAP = (
     "pi_hindsight.backend",
     "pi_hindsight.backend.interface",
-    "pi_hindsight.backend.records",
+    "pi_hindsight.backend.resources",
     "pi_hindsight.maintenance.common",
-    "pi_hindsight.maintenance.mental_models",
+    "pi_hindsight.maintenance.model_changes",
     "pi_hindsight.maintenance.missions",
     "pi_hindsight.maintenance.move",
     "pi_hindsight.maintenance.plain_text",
-    "pi_hindsight.maintenance.templates",
+    "pi_hindsight.maintenance.template_import",
 )
 
 
@@ -68,7 +68,7 @@ def test_only_the_backend_imports_the_official_client() -> None:
     importers = {name for name, tree in _sources().items() if _foreign_imports(tree, FOREIGN)}
     assert importers, "the test found no import of the client at all"
     assert {name for name in importers if not name.startswith("backend/")} == set()
-    cheap = {"backend/__init__.py", "backend/interface.py", "backend/records.py"}
+    cheap = {"backend/__init__.py", "backend/interface.py", "backend/resources.py"}
     assert importers.isdisjoint(cheap)
 
 

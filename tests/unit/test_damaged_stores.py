@@ -207,7 +207,7 @@ CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from pi_hindsight.backend.records import RetainItem
+    from pi_hindsight.backend.resources import RetainItem
     from pi_hindsight.stores.outbox import Outbox
     from pi_hindsight.stores.outbox_items import RetainRequest
     outbox = Outbox(Path(sys.argv[1]))

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pi_hindsight.backend.records import MemoryRecord
+from pi_hindsight.backend.resources import MemoryRecord
 from pi_hindsight.engine.memory_block import MessageBuilder, estimate_tokens
 from pi_hindsight.engine.query import build_query, is_trivial
 from pi_hindsight.engine.scope import Scope

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from pi_hindsight.cli.main import cli
 from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME, EvidenceLedger
-from pi_hindsight.stores.evidence.schema import SCHEMA
+from pi_hindsight.stores.evidence.tables import SCHEMA
 from tests.support.pi_sessions import Exchange, write_session
 
 BODY = '<hindsight-memory scope="x">\n- the build uses uv\n</hindsight-memory>'

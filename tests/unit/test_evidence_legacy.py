@@ -19,7 +19,7 @@ import pytest
 from pi_hindsight.errors import StateError
 from pi_hindsight.legacy.evidence_import import MigrationNoSpace, migrate_file
 from pi_hindsight.stores.evidence import EvidenceLedger
-from pi_hindsight.stores.evidence.schema import LegacySource
+from pi_hindsight.stores.evidence.tables import LegacySource
 
 
 def _iso(seconds_ago: float) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from pi_hindsight.backend.records import RecallScores
+from pi_hindsight.backend.resources import RecallScores
 from pi_hindsight.cli.main import cli
 from pi_hindsight.engine.recording import prepared_record
 from pi_hindsight.engine.types import (
@@ -23,7 +23,7 @@ from pi_hindsight.engine.types import (
 )
 from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME, EvidenceLedger, PreparedRecord
 from pi_hindsight.stores.evidence.diagnosis import delivered_lines, diagnose, why_it_came
-from pi_hindsight.stores.evidence.schema import SCHEMA, DeliveredItem
+from pi_hindsight.stores.evidence.tables import SCHEMA, DeliveredItem
 
 RECORDS = (
     DeliveredRecord(

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from pi_hindsight.cli.main import cli
 from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME, EvidenceLedger, PreparedRecord
-from pi_hindsight.stores.evidence.schema import SCHEMA
+from pi_hindsight.stores.evidence.tables import SCHEMA
 
 
 def _schema_4_ledger(state: Path) -> Path:

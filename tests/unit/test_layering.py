@@ -186,6 +186,27 @@ def _reaches_engine(node: ast.expr) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "engine"
 
 
+# Each host adapter has the same parts under the same names (hosts/<host>/host.py, install.py,
+# naming.py): the one place two modules may share a name.
+HOST_PARALLEL_NAMES = frozenset({"host.py", "install.py", "naming.py"})
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """A module's name says what it holds: two ``render.py`` or ``state.py`` are two things
+    under one word (a reader, a traceback and a grep cannot tell them apart)."""
+    by_name: dict[str, list[str]] = {}
+    for path in _modules():
+        if path.name != "__init__.py":
+            by_name.setdefault(path.name, []).append(path.relative_to(PACKAGE).as_posix())
+    shared = {
+        name: sorted(paths)
+        for name, paths in by_name.items()
+        if len(paths) > 1
+        and not (name in HOST_PARALLEL_NAMES and all(p.startswith("hosts/") for p in paths))
+    }
+    assert shared == {}
+
+
 def test_nothing_outside_the_engine_reaches_into_it() -> None:
     """Hosts, commands, tools and the CLI use the engine's named methods (``outbox_health()``,
     ``ledger_page()``, ``is_registered()``, …): never its state, recorder, session, retainer or

@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pi_hindsight.backend.records import MemoryRecord, RecallScores
+from pi_hindsight.backend.resources import MemoryRecord, RecallScores
 from pi_hindsight.engine.memo_overlap import MemoStatements, words
 from pi_hindsight.engine.memory_block import (
     FRAMING,

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from hindsight_client_api.models.bank_template_manifest import BankTemplateManifest
 
 from pi_hindsight.backend.mental_models import normalise_trigger
-from pi_hindsight.backend.records import TemplateImportResult
+from pi_hindsight.backend.resources import TemplateImportResult
 from pi_hindsight.cli.main import cli
 from pi_hindsight.errors import ConfigError
 from pi_hindsight.maintenance import plain_text
@@ -25,7 +25,7 @@ from pi_hindsight.maintenance.move import (
     ScopeRef,
     _check_scopes,
 )
-from pi_hindsight.maintenance.templates import (
+from pi_hindsight.maintenance.template_import import (
     TEMPLATE_NAMES,
     ConfigChange,
     ResourceChange,

@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pi_hindsight.backend.records import MemoryRecord, RecallScores
+from pi_hindsight.backend.resources import MemoryRecord, RecallScores
 from pi_hindsight.operations.base import OperationArgs, OperationInputError
 from pi_hindsight.operations.memory_actions import MEMORY_ACTIONS, RETAIN_GLOBAL
 from pi_hindsight.operations.memory_search import RecalledRecord, RecallResult

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pi_hindsight.backend.records import MemoryRecord, RecallScores
+from pi_hindsight.backend.resources import MemoryRecord, RecallScores
 from pi_hindsight.cli.main import cli
 from pi_hindsight.config import load_config
 from pi_hindsight.engine.delivery import hold_back_irrelevant
@@ -31,7 +31,7 @@ from pi_hindsight.relevance import (
 )
 from pi_hindsight.stores.evidence import EVIDENCE_FILE_NAME, EvidenceLedger, PreparedRecord
 from pi_hindsight.stores.evidence.diagnosis import diagnose
-from pi_hindsight.stores.evidence.schema import SCHEMA
+from pi_hindsight.stores.evidence.tables import SCHEMA
 
 
 def _record(

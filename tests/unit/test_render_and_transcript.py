@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from pi_hindsight.backend.records import MemoryRecord
+from pi_hindsight.backend.resources import MemoryRecord
 from pi_hindsight.engine.memory_block import FRAMING, MARK, estimate_tokens, render_block
 from pi_hindsight.engine.turn_text import TurnMessage, render_turn
 from pi_hindsight.hosts.pi.messages import turn_messages

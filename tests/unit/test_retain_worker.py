@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from pi_hindsight.backend.hindsight import HindsightBackend
-from pi_hindsight.backend.records import (
+from pi_hindsight.backend.resources import (
     BankMissions,
     MemoryRecord,
     OperationState,

@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pi_hindsight.backend.records import MemoryRecord
+from pi_hindsight.backend.resources import MemoryRecord
 from pi_hindsight.engine import git_history
 from pi_hindsight.engine.delivery import hold_back, hold_back_memo
 from pi_hindsight.engine.memory_block import record_key

@@ -29,7 +29,7 @@ from pi_hindsight.errors import (
     LauncherError,
 )
 from pi_hindsight.launcher import access, server_control
-from pi_hindsight.launcher import hindsight as hs
+from pi_hindsight.launcher import api_process as hs
 from pi_hindsight.launcher.server_record import (
     ServerAuth,
     ServerPaths,

@@ -1,8 +1,8 @@
-"""How spend is shown (engine/usage.py): never an invented number."""
+"""How spend is shown (engine/spend.py): never an invented number."""
 
 from __future__ import annotations
 
-from pi_hindsight.engine.usage import BankUsage, LastDay, Spend, chart, describe_usage
+from pi_hindsight.engine.spend import BankUsage, LastDay, Spend, chart, describe_usage
 
 
 def test_calls_without_token_counts_are_said_so_never_zero_tokens() -> None:

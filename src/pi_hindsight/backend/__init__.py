@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pi_hindsight.backend.interface import MemoryBackend
-from pi_hindsight.backend.records import (
+from pi_hindsight.backend.resources import (
     MISSION_KEYS,
     BankConfig,
     BankMissions,

@@ -16,7 +16,7 @@ from hindsight_client_api.api.monitoring_api import MonitoringApi
 from hindsight_client_api.models.create_bank_request import CreateBankRequest
 
 from pi_hindsight.backend._client import Resource, built
-from pi_hindsight.backend.records import MISSION_KEYS, BankConfig, BankMissions, MissionKey
+from pi_hindsight.backend.resources import MISSION_KEYS, BankConfig, BankMissions, MissionKey
 
 
 class Banks(Resource):

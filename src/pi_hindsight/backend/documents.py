@@ -25,7 +25,7 @@ from hindsight_client_api.api.documents_api import DocumentsApi
 from hindsight_client_api.models.update_document_request import UpdateDocumentRequest
 
 from pi_hindsight.backend._client import Resource
-from pi_hindsight.backend.records import DocumentInfo, TagsMatch
+from pi_hindsight.backend.resources import DocumentInfo, TagsMatch
 
 
 def _document(item: Any, text_length: int) -> DocumentInfo:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
-from pi_hindsight.backend.records import (
+from pi_hindsight.backend.resources import (
     BankConfig,
     BankMissions,
     DirectiveInfo,

@@ -12,7 +12,7 @@ from hindsight_client_api.models.retain_request import RetainRequest
 
 from pi_hindsight.backend._client import Resource, built
 from pi_hindsight.backend.interface import Budget
-from pi_hindsight.backend.records import (
+from pi_hindsight.backend.resources import (
     MemoryRecord,
     RecallScores,
     ReflectResult,

@@ -12,7 +12,7 @@ from hindsight_client_api.models.refresh_mental_model_request import RefreshMent
 from hindsight_client_api.models.update_mental_model_request import UpdateMentalModelRequest
 
 from pi_hindsight.backend._client import Resource, built
-from pi_hindsight.backend.records import MentalModel, TagsMatch
+from pi_hindsight.backend.resources import MentalModel, TagsMatch
 
 
 def normalise_trigger(trigger: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 from hindsight_client_api.api.operations_api import OperationsApi
 
 from pi_hindsight.backend._client import Resource
-from pi_hindsight.backend.records import ListedState, OperationState, OperationStatus
+from pi_hindsight.backend.resources import ListedState, OperationState, OperationStatus
 from pi_hindsight.errors import BackendServerError, BackendUnavailable
 
 _STATES = {"pending", "processing", "completed", "failed", "cancelled", "not_found"}

@@ -16,7 +16,7 @@ from hindsight_client_api.api.directives_api import DirectivesApi
 from hindsight_client_api.models.bank_template_manifest import BankTemplateManifest
 
 from pi_hindsight.backend._client import Resource, built
-from pi_hindsight.backend.records import DirectiveInfo, TemplateImportResult
+from pi_hindsight.backend.resources import DirectiveInfo, TemplateImportResult
 
 _DIRECTIVE_PAGE = 1000
 

@@ -5,7 +5,7 @@ Hindsight records every model call it makes per bank (``llm_requests``) with its
 provider reported. ``GET …/llm-requests/stats?period=1d|7d|30d`` sums them per day; it filters by
 one ``operation`` and one ``call_type`` (``llm``, ``embedding``, ``rerank``, ``decision``), so a
 breakdown by operation is one call per operation. The sums are ``COALESCE(SUM(…), 0)``: a call
-whose provider reported no tokens counts as a call with 0 tokens (``engine/usage.py`` says so
+whose provider reported no tokens counts as a call with 0 tokens (``engine/spend.py`` says so
 rather than showing 0 as a figure).
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 from hindsight_client_api.api.llm_traces_api import LLMTracesApi
 
 from pi_hindsight.backend._client import Resource
-from pi_hindsight.backend.records import UsageBucket
+from pi_hindsight.backend.resources import UsageBucket
 
 
 def _bucket(raw: Any) -> UsageBucket:

@@ -25,14 +25,14 @@ from pi_hindsight.stores.evidence.diagnosis import (
     why_it_came,
 )
 from pi_hindsight.stores.evidence.ledger import EVIDENCE_FILE_NAME, OUTCOMES, EvidenceLedger
-from pi_hindsight.stores.evidence.schema import (
+from pi_hindsight.stores.evidence.stats import EvidenceStats
+from pi_hindsight.stores.evidence.tables import (
     EvidenceDetail,
     EvidenceRecord,
     LegacySource,
     format_bytes,
     iso,
 )
-from pi_hindsight.stores.evidence.stats import EvidenceStats
 
 if TYPE_CHECKING:
     from pi_hindsight.engine.recording import LedgerFilters

@@ -33,7 +33,7 @@ from pi_hindsight.operations.scope_seeding import (
 if TYPE_CHECKING:
     from pi_hindsight.engine.engine import MemoryEngine
     from pi_hindsight.engine.seeding import SeedUnit
-    from pi_hindsight.engine.usage import Spend
+    from pi_hindsight.engine.spend import Spend
 
 POLL_S = 0.5
 
@@ -146,7 +146,7 @@ async def _seed(
 
 async def _extraction_spend(engine: MemoryEngine) -> Spend | None:
     """The bank's retain-extraction spend over the last day (None: the server did not say)."""
-    from pi_hindsight.engine.usage import operation_spend  # noqa: PLC0415 - keep `--help` fast
+    from pi_hindsight.engine.spend import operation_spend  # noqa: PLC0415 - keep `--help` fast
     from pi_hindsight.errors import BackendError  # noqa: PLC0415
 
     scope = engine.scope()

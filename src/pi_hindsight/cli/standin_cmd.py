@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from pi_hindsight.launcher.hindsight import require_standin
+from pi_hindsight.launcher.api_process import require_standin
 
 
 @click.command(

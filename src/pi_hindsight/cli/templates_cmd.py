@@ -10,7 +10,7 @@ import click
 
 from pi_hindsight.cli._common import echo_json, json_option
 from pi_hindsight.cli._selected import Selected, apply_option, on_selected_bank, run_operation
-from pi_hindsight.maintenance.templates import TEMPLATE_NAMES
+from pi_hindsight.maintenance.template_import import TEMPLATE_NAMES
 from pi_hindsight.operations.bank_templates import (
     TEMPLATE_APPLY,
     TEMPLATE_PREVIEW,

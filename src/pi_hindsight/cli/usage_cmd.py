@@ -1,4 +1,4 @@
-"""``pi-hindsight usage``: what the server's model spent for the selected bank (engine/usage.py)."""
+"""``pi-hindsight usage``: what the server's model spent for the selected bank (engine/spend.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import click
 
 from pi_hindsight.cli._common import echo_json
 from pi_hindsight.cli._selected import Selected, on_selected_bank, run
-from pi_hindsight.engine.usage import PERIODS, Period, bank_usage, describe_usage
+from pi_hindsight.engine.spend import PERIODS, Period, bank_usage, describe_usage
 
 
 @click.command()

@@ -1,6 +1,6 @@
 """``retain.dailyTokenBudget``: a ceiling on the model tokens a bank spends in 24 hours.
 
-When the bank's tokens over the last 24 hours (the server's own count, ``engine/usage.py``) reach
+When the bank's tokens over the last 24 hours (the server's own count, ``engine/spend.py``) reach
 the budget, the retain worker stops delivering: every request is still committed to the outbox,
 nothing is lost. It resumes by itself once the window falls under the budget (checked every
 ``CHECK_EVERY_S``), when the budget is raised (a new session reads the config), or when the user
@@ -23,14 +23,14 @@ from pathlib import Path
 from pydantic import Field, StrictInt
 
 from pi_hindsight.backend import MemoryBackend
-from pi_hindsight.engine.usage import Spend
+from pi_hindsight.engine.spend import Spend
 from pi_hindsight.errors import (
     BackendServerError,
     BackendUnavailable,
     BankNotFound,
     PiHindsightError,
 )
-from pi_hindsight.records import Record
+from pi_hindsight.serialisation import Record
 
 logger = logging.getLogger(__name__)
 

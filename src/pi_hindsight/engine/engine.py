@@ -38,6 +38,7 @@ from pi_hindsight.engine.retaining import Retainer
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.sessions import Session
 from pi_hindsight.engine.shared import SharedParts, close_shared
+from pi_hindsight.engine.spend import SPEND_CACHE_S, STATUS_TIMEOUT_S, LastDay, last_day
 from pi_hindsight.engine.types import (
     CompletedTurn,
     Delivery,
@@ -50,7 +51,6 @@ from pi_hindsight.engine.types import (
     UserRequest,
     VisibleContext,
 )
-from pi_hindsight.engine.usage import SPEND_CACHE_S, STATUS_TIMEOUT_S, LastDay, last_day
 from pi_hindsight.errors import NoSession, PiHindsightError, ScopeError
 from pi_hindsight.identity import resolve_identity
 from pi_hindsight.stores.corrections import Corrected

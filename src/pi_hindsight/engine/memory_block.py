@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from pi_hindsight.backend.records import MemoryRecord
+from pi_hindsight.backend.resources import MemoryRecord
 from pi_hindsight.engine.memo_overlap import MemoStatements
 from pi_hindsight.engine.types import DeliveredRecord
 

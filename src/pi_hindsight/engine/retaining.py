@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from pi_hindsight.backend import MemoryBackend
-from pi_hindsight.backend.records import RetainItem
+from pi_hindsight.backend.resources import RetainItem
 from pi_hindsight.config import RetainSettings
 from pi_hindsight.engine.local_stores import LocalState
 from pi_hindsight.engine.retain_worker import FORCED_SUFFIX, Gate, RetainWorker

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pi_hindsight.backend.records import TagsMatch
+from pi_hindsight.backend.resources import TagsMatch
 from pi_hindsight.config import Settings
 from pi_hindsight.identity import ProjectIdentity, git_common_dir, resolve_identity
 from pi_hindsight.stores.catalog import Catalog, ScopeRecord

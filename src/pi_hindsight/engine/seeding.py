@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
 from pi_hindsight.backend import MemoryBackend
-from pi_hindsight.backend.records import RetainItem
+from pi_hindsight.backend.resources import RetainItem
 from pi_hindsight.config import Settings
 from pi_hindsight.engine import git_history
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, Scope, resolve_scope

@@ -1,6 +1,6 @@
 """The engine's status: everything that decides what memory does for this session, never hiding a
 degraded state (backend down, outbox dead letters, evidence not recorded, config problems, a store
-set aside). One typed shape (``EngineStatus``, a :class:`~pi_hindsight.records.Record`); its
+set aside). One typed shape (``EngineStatus``, a :class:`~pi_hindsight.serialisation.Record`); its
 ``to_json`` is the one wire form (the ``status`` RPC method, ``--json``, the status tool)."""
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from pydantic import (
 
 from pi_hindsight.config import LoadedConfig, Settings
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, Scope, ScopeResolution
+from pi_hindsight.engine.spend import LastDay
 from pi_hindsight.engine.types import Outcome
-from pi_hindsight.engine.usage import LastDay
 from pi_hindsight.errors import StateError
-from pi_hindsight.records import Record
 from pi_hindsight.relevance import describe as describe_relevance
+from pi_hindsight.serialisation import Record
 from pi_hindsight.stores.catalog import Catalog
 from pi_hindsight.stores.corrections import LifecycleCounts
 from pi_hindsight.stores.evidence import EvidenceLedger
@@ -201,7 +201,7 @@ class EngineStatus(Record):
     scope: ScopeStatus | None
     recall: RecallStatus
     retain: RetainStatus
-    spend: LastDay | None = None  # the bank's model spend, last 24 h (engine/usage.py)
+    spend: LastDay | None = None  # the bank's model spend, last 24 h (engine/spend.py)
     backend: BackendStatus
     config: ConfigStatus
     last_outcome: Outcome | None

@@ -2,9 +2,9 @@
 
 Frozen records, host-neutral: a host adapter (``hosts/…``) builds the inputs from its own shapes
 and turns the outputs into its own; JSON exists only at the edges. The records a host persists
-or sends (``DeliveryDetails`` and what it holds) are pydantic models (``records.py``): ``to_json``
-where a host persists or sends one, ``load`` where it reads one back — tolerant, since a host's
-files outlive versions. docs/adr/0008-typed-engine-contract.md and 0010 say why.
+or sends (``DeliveryDetails`` and what it holds) are pydantic models (``serialisation.py``):
+``to_json`` where a host persists or sends one, ``load`` where it reads one back — tolerant, since
+a host's files outlive versions. docs/adr/0008-typed-engine-contract.md and 0010 say why.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, StrictInt, ValidationInfo, model_validator
 
-from pi_hindsight.backend.records import RecallScores
+from pi_hindsight.backend.resources import RecallScores
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.turn_text import TurnMessage
-from pi_hindsight.records import Record, is_tolerant
+from pi_hindsight.serialisation import Record, is_tolerant
 
 # Every request ends in exactly one of these (R-RECALL-6 / issue 5): visible in status and evidence.
 # ``not_user_request``: a run the host started for something other than the user (another
@@ -346,6 +346,6 @@ class Shown:
 
 def warm_up() -> None:
     """Build the delivery records' validators ahead of the first prompt (the sidecar's warm-up
-    thread calls this; ``records.py`` defers building them to first use)."""
+    thread calls this; ``serialisation.py`` defers building them to first use)."""
     for model in (DeliveryDetails, DeliveredRecord, Omitted):
         model.model_rebuild()

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from pi_hindsight.records import SnakeRecord
+from pi_hindsight.serialisation import SnakeRecord
 
 logger = logging.getLogger(__name__)
 

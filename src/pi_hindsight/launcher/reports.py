@@ -15,7 +15,7 @@ from pydantic import (
 from pi_hindsight.launcher import access, procs
 from pi_hindsight.launcher.reranker import Reranker
 from pi_hindsight.launcher.server_record import DatabaseRecord, LlmMode
-from pi_hindsight.records import SnakeRecord
+from pi_hindsight.serialisation import SnakeRecord
 
 
 class ServerInfo(SnakeRecord):

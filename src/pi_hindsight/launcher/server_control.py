@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pi_hindsight.errors import CorruptStateError, LauncherError
-from pi_hindsight.launcher import access, hindsight, postgres, procs
+from pi_hindsight.launcher import access, api_process, postgres, procs
 from pi_hindsight.launcher.database import ExternalDatabase
 from pi_hindsight.launcher.database import check as check_database
 from pi_hindsight.launcher.reports import ServerInfo, ServerStatus, StoppedProcess, StopReport
@@ -51,7 +51,7 @@ _MARKERS: dict[ProcessName, Callable[[list[str]], bool]] = {
     # `python -m pi_hindsight_standin …`; also `-m pi_hindsight standin`, how releases before the
     # stand-in became its own package started it, so a server they started still stops cleanly.
     "standin": lambda argv: (
-        hindsight.STANDIN_MODULE in argv or ("pi_hindsight" in argv and "standin" in argv)
+        api_process.STANDIN_MODULE in argv or ("pi_hindsight" in argv and "standin" in argv)
     ),
     "hindsight": lambda argv: any(Path(arg).name == "hindsight-api" for arg in argv),
 }
@@ -159,7 +159,7 @@ def _reuse(
     if not alive or record.phase != "running":
         return None
     deadline = time.monotonic() + HEALTH_GRACE
-    while not hindsight.health(record.base_url):
+    while not api_process.health(record.base_url):
         if time.monotonic() >= deadline:
             logger.warning("the recorded server at %s is alive but unhealthy", record.base_url)
             return None
@@ -252,16 +252,16 @@ def _start(
     began = time.monotonic()
     environ = dict(os.environ)
     if llm == "env":
-        hindsight.llm_env("env", environ, None)  # fail before starting anything
+        api_process.llm_env("env", environ, None)  # fail before starting anything
     if llm == "offline":
-        hindsight.require_standin()  # a package of its own: say how to install it, up front
+        api_process.require_standin()  # a package of its own: say how to install it, up front
     api_port, pg_port = _choose_ports(port, host)
     placement = None
     if database is None:
         placement = postgres.plan(paths, system=system_dir)
         postgres.prepare(placement, paths)
-    hindsight.executable()  # missing pieces fail here, before anything runs
-    hindsight.model_dir()
+    api_process.executable()  # missing pieces fail here, before anything runs
+    api_process.model_dir()
     if database is not None:
         check_database(database)  # reachable, and pgvector there or creatable: else the fix
     record = ServerRecord(
@@ -283,7 +283,7 @@ def _start(
             database_url = database.url if database is not None else ""
 
         if llm == "offline":
-            standin, standin_url = hindsight.start_standin(
+            standin, standin_url = api_process.start_standin(
                 paths, environ, timeout=STANDIN_START_TIMEOUT
             )
             record = record.model_copy(
@@ -298,7 +298,7 @@ def _start(
         logger.info("reranker: %s", chosen.label)
 
         def start(choice: Reranker) -> procs.ProcessIdentity:
-            env = hindsight.server_env(
+            env = api_process.server_env(
                 environ=environ,
                 mode=llm,
                 port=api_port,
@@ -308,11 +308,11 @@ def _start(
                 api_key=None if api_key is None else api_key[1],
                 reranker=choice,
             )
-            return hindsight.start_server(paths, env)
+            return api_process.start_server(paths, env)
 
-        log_offset = hindsight.log_size(paths.log("hindsight"))
+        log_offset = api_process.log_size(paths.log("hindsight"))
         record = record.model_copy(update={"reranker": chosen})
-        record, fell_back = hindsight.start_with_fallback(
+        record, fell_back = api_process.start_with_fallback(
             paths,
             record,
             start,
@@ -335,7 +335,7 @@ def _start(
     elapsed = round(time.monotonic() - began, 2)
     logger.info("Hindsight healthy at %s after %.1fs", record.base_url, elapsed)
     info = _info(paths, record, reused=False, startup_seconds=elapsed)
-    warnings = fell_back + hindsight.startup_warnings(paths.log("hindsight"), log_offset)
+    warnings = fell_back + api_process.startup_warnings(paths.log("hindsight"), log_offset)
     for warning in warnings:
         logger.info("Hindsight: %s", warning)
     return info.but(warnings=info.warnings + warnings)
@@ -464,7 +464,7 @@ def server_status(state_dir: Path) -> ServerStatus:
     alive = {name: _alive(name, ident) for name, ident in record.processes.items()}
     missing = [n for n in _expected(record) if not alive.get(n)]
     running = not missing and record.phase == "running"
-    healthy = running and hindsight.health(record.base_url)
+    healthy = running and api_process.health(record.base_url)
     problem = None
     if record.phase != "running":
         problem = "a start is in progress or was interrupted"

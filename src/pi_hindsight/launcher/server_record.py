@@ -37,7 +37,7 @@ from pi_hindsight.launcher.access import check_env_name, connect_host, url_host
 from pi_hindsight.launcher.procs import ProcessIdentity
 from pi_hindsight.launcher.reranker import Reranker
 from pi_hindsight.paths import ensure_private_dir
-from pi_hindsight.records import SnakeRecord
+from pi_hindsight.serialisation import SnakeRecord
 
 logger = logging.getLogger(__name__)
 

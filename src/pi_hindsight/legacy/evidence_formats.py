@@ -1,4 +1,4 @@
-"""Legacy evidence line formats → :class:`~pi_hindsight.stores.evidence.schema.RequestRow`.
+"""Legacy evidence line formats → :class:`~pi_hindsight.stores.evidence.tables.RequestRow`.
 
 Accepted (one JSON object per line; ``docs/evidence.md`` documents every field):
 
@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, cast, get_args
 
 from pi_hindsight.safe_files import BadJson, loads_line
-from pi_hindsight.stores.evidence.schema import Outcome, RequestRow
+from pi_hindsight.stores.evidence.tables import Outcome, RequestRow
 
 # Legacy records are a few levels deep; deeper lines are bad lines, never a RecursionError.
 LEGACY_MAX_DEPTH = 64

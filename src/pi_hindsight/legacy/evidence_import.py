@@ -33,10 +33,10 @@ from pi_hindsight.legacy.evidence_formats import (
     parse_line,
     parse_object,
 )
-from pi_hindsight.records import Record
 from pi_hindsight.safe_files import BadJson, loads_line, open_regular
+from pi_hindsight.serialisation import Record
 from pi_hindsight.stores.evidence import EvidenceLedger, EvidenceSpaceError
-from pi_hindsight.stores.evidence.schema import LegacySource, RequestRow, format_bytes
+from pi_hindsight.stores.evidence.tables import LegacySource, RequestRow, format_bytes
 
 LINE_LIMIT = 16 * 1024 * 1024
 DOCUMENT_LIMIT = 64 * 1024 * 1024

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pi_hindsight.backend.interface import MemoryBackend
-from pi_hindsight.backend.records import MissionKey
+from pi_hindsight.backend.resources import MissionKey
 from pi_hindsight.errors import ConfigError
 from pi_hindsight.maintenance.common import FieldChange, require_bank
 

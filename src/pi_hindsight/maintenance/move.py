@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from pi_hindsight.backend.interface import MemoryBackend
-from pi_hindsight.backend.records import DocumentInfo, MemoryRecord
+from pi_hindsight.backend.resources import DocumentInfo, MemoryRecord
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH
 from pi_hindsight.errors import BackendServerError, ConfigError, ScopeError
 from pi_hindsight.maintenance.common import require_bank

@@ -6,12 +6,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pi_hindsight.backend.records import MentalModel
+from pi_hindsight.backend.resources import MentalModel
 from pi_hindsight.maintenance.common import FieldChange
-from pi_hindsight.maintenance.mental_models import ModelChange, is_memo
 from pi_hindsight.maintenance.missions import MissionChange, Missions
+from pi_hindsight.maintenance.model_changes import ModelChange, is_memo
 from pi_hindsight.maintenance.move import MovePlan, MoveResult
-from pi_hindsight.maintenance.templates import TemplateApplied, TemplateInfo, TemplatePlan
+from pi_hindsight.maintenance.template_import import TemplateApplied, TemplateInfo, TemplatePlan
 
 _CUT = 160
 

@@ -67,9 +67,9 @@ class TemplatesResult(_TemplateResult):
 
 
 async def list_templates(context: object, args: TemplatesArgs) -> TemplatesResult:
-    from pi_hindsight.maintenance import templates  # noqa: PLC0415 - rarely used
+    from pi_hindsight.maintenance import template_import  # noqa: PLC0415 - rarely used
 
-    return TemplatesResult(templates=templates.list_templates())
+    return TemplatesResult(templates=template_import.list_templates())
 
 
 class TemplateArgs(OperationArgs):
@@ -94,11 +94,11 @@ class TemplatePreviewResult(_TemplateResult):
 
 async def _on_target(context: BankContext, name: str, *, apply: bool) -> tuple[str, Any]:
     """Preview or apply template ``name`` on its bank: (the bank's label, what it said)."""
-    from pi_hindsight.maintenance import templates  # noqa: PLC0415 - rarely used
+    from pi_hindsight.maintenance import template_import  # noqa: PLC0415 - rarely used
 
     target = template_target(context, name)
     backend = await context.backend_with_bank(target.bank, target.mission)
-    act = templates.apply_template if apply else templates.preview_template
+    act = template_import.apply_template if apply else template_import.preview_template
     done = await act(
         backend, target.bank, name, tags=target.tags, timeout=context.settings.timeout_ms / 1000
     )

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 from pydantic import ConfigDict, Field, PlainSerializer
 
 from pi_hindsight.maintenance.common import as_json
-from pi_hindsight.maintenance.mental_models import ModelChange
 from pi_hindsight.maintenance.missions import MissionChange, Missions
+from pi_hindsight.maintenance.model_changes import ModelChange
 from pi_hindsight.operations.base import (
     Operation,
     OperationArgs,
@@ -143,7 +143,7 @@ class MentalModelsResult(_MaintenanceResult):
 
 
 async def mental_models(context: BankContext, args: MentalModelsArgs) -> MentalModelsResult:
-    from pi_hindsight.maintenance import mental_models as models  # noqa: PLC0415 - rarely used
+    from pi_hindsight.maintenance import model_changes as models  # noqa: PLC0415 - rarely used
 
     scope = selected_scope(context)
     backend = await context.backend_with_bank(scope.bank_id, context.settings.banks.project.mission)

@@ -13,8 +13,8 @@ from pi_hindsight.operations.base import (
     OperationInputError,
     OperationResult,
 )
-from pi_hindsight.stores.evidence.schema import iso
 from pi_hindsight.stores.evidence.shapes import Outcome
+from pi_hindsight.stores.evidence.tables import iso
 
 if TYPE_CHECKING:
     from typing import Unpack

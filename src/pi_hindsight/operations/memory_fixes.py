@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from pi_hindsight.backend import MemoryBackend, MemoryRecord
-from pi_hindsight.backend.records import DocumentInfo
+from pi_hindsight.backend.resources import DocumentInfo
 from pi_hindsight.engine.memory_block import record_key
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, Scope
 from pi_hindsight.engine.startup_memo import memo_id

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, WithJsonSchema, computed_field, model_validator
 
-from pi_hindsight.backend.records import MemoryRecord, RecallScores
+from pi_hindsight.backend.resources import MemoryRecord, RecallScores
 from pi_hindsight.engine.memory_block import defuse, render_record
 from pi_hindsight.engine.scope import SCOPE_TAGS_MATCH, USER_SCOPE_TAGS
 from pi_hindsight.operations.base import (

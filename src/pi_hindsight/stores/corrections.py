@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pi_hindsight.records import Record
+from pi_hindsight.serialisation import Record
 from pi_hindsight.stores.sqlite import Migration, StoreConnection, transaction, translated_errors
 
 LifecycleAction = Literal["forget", "correct", "uncorrect"]

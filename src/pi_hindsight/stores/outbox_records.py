@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Literal
 
-from pi_hindsight.backend.records import RetainItem
+from pi_hindsight.backend.resources import RetainItem
 from pi_hindsight.stores.outbox_items import decode_item
 
 ItemState = Literal["ready", "sending", "submitted", "done", "dead"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pi_hindsight.records import SnakeRecord
+from pi_hindsight.serialisation import SnakeRecord
 from pi_hindsight.stores.sqlite import transaction, translated_errors
 
 

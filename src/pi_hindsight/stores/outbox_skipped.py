@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from pi_hindsight.records import Record
+from pi_hindsight.serialisation import Record
 from pi_hindsight.stores.sqlite import StoreConnection, transaction
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pi_hindsight.errors import StateError
-from pi_hindsight.records import SnakeRecord
+from pi_hindsight.serialisation import SnakeRecord
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from typing import Annotated
 from pydantic import Field, StrictInt
 
 from pi_hindsight.errors import InputFileError
-from pi_hindsight.records import Record
 from pi_hindsight.safe_files import BadJson, FileMissing, loads_line, read_bytes
+from pi_hindsight.serialisation import Record
 
 logger = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from pydantic_core import ErrorDetails
 
 from pi_hindsight.errors import PiHindsightError, RpcError
 from pi_hindsight.hosts.claude_code import runtime
-from pi_hindsight.records import Record
 from pi_hindsight.rpc.jsonrpc import parse
+from pi_hindsight.serialisation import Record
 
 EventName = Literal[
     "SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "SessionEnd"

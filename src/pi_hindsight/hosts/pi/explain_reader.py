@@ -21,7 +21,7 @@ from pi_hindsight.stores.evidence.diagnosis import (
     Explanation,
     diagnose,
 )
-from pi_hindsight.stores.evidence.schema import EvidenceDetail, EvidenceRecord
+from pi_hindsight.stores.evidence.tables import EvidenceDetail, EvidenceRecord
 
 _MAX_REPLY_ENTRIES = 60
 _TIME_MATCH_BEFORE_S = 5.0

@@ -9,7 +9,7 @@ from pi_hindsight.stores.evidence.ledger import (
     EvidenceLedger,
     EvidenceSpaceError,
 )
-from pi_hindsight.stores.evidence.schema import (
+from pi_hindsight.stores.evidence.tables import (
     DeliveredItem,
     MemoInfo,
     PreparedRecord,

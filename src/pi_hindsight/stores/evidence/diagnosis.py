@@ -15,9 +15,9 @@ from typing import Literal
 
 from pydantic import Field, computed_field
 
-from pi_hindsight.records import Record
+from pi_hindsight.serialisation import Record
 from pi_hindsight.stores.evidence.held import HeldItem
-from pi_hindsight.stores.evidence.schema import (
+from pi_hindsight.stores.evidence.tables import (
     DeliveredItem,
     EvidenceDetail,
     EvidenceRecord,

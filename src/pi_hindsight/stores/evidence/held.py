@@ -9,7 +9,7 @@ import sqlite3
 
 from pydantic import Field
 
-from pi_hindsight.records import Record
+from pi_hindsight.serialisation import Record
 
 INSERT_HELD = (
     "INSERT INTO held_records (seq, position, record_id, section, record_key, type, occurred, "

@@ -37,8 +37,10 @@ from pathlib import Path
 from typing import get_args
 
 from pi_hindsight.errors import StateError
-from pi_hindsight.stores.evidence import held, schema
-from pi_hindsight.stores.evidence.schema import (
+from pi_hindsight.stores.evidence import held, tables
+from pi_hindsight.stores.evidence.shapes import RetainDecision
+from pi_hindsight.stores.evidence.stats import EvidenceStats
+from pi_hindsight.stores.evidence.tables import (
     DeliveredItem,
     EvidenceDetail,
     EvidencePage,
@@ -50,8 +52,6 @@ from pi_hindsight.stores.evidence.schema import (
     RequestRow,
     format_bytes,
 )
-from pi_hindsight.stores.evidence.shapes import RetainDecision
-from pi_hindsight.stores.evidence.stats import EvidenceStats
 from pi_hindsight.stores.sqlite import SetAside, open_store, transaction, translated_errors
 
 __all__ = [
@@ -115,7 +115,7 @@ class EvidenceLedger:
         self._connection: sqlite3.Connection
         self.set_aside: SetAside | None
         self._connection, self.set_aside = open_store(
-            self.path, schema.SCHEMA, busy_timeout_ms=busy_timeout_ms
+            self.path, tables.SCHEMA, busy_timeout_ms=busy_timeout_ms
         )
         self._writes = 0
         self._next_sweep_at = 0.0
@@ -207,7 +207,7 @@ class EvidenceLedger:
         with self._guard():
             with transaction(self._connection):
                 inserted = self._connection.execute(
-                    schema.INSERT_REQUEST, schema.request_params(row)
+                    tables.INSERT_REQUEST, tables.request_params(row)
                 ).fetchone()
                 if inserted is not None:
                     self._insert_children(inserted[0], row)
@@ -222,7 +222,7 @@ class EvidenceLedger:
             )
         if row.items:
             self._connection.executemany(
-                schema.INSERT_DELIVERED, schema.delivered_params(seq, row.items)
+                tables.INSERT_DELIVERED, tables.delivered_params(seq, row.items)
             )
         if row.held:
             self._connection.executemany(held.INSERT_HELD, held.held_params(seq, row.held))
@@ -391,22 +391,22 @@ class EvidenceLedger:
         """One request with its delivered body (``None`` when there is no such record)."""
         with self._guard():
             row = self._connection.execute(
-                f"SELECT {schema.RECORD_COLUMNS}, b.body AS body FROM requests "  # noqa: S608 - constant columns
+                f"SELECT {tables.RECORD_COLUMNS}, b.body AS body FROM requests "  # noqa: S608 - constant columns
                 "LEFT JOIN bodies AS b USING (seq) WHERE request_id = ?",
                 (request_id,),
             ).fetchone()
             if row is None:
                 return None
             items = tuple(
-                schema.item_from_row(item)
-                for item in self._connection.execute(schema.SELECT_DELIVERED, (row["seq"],))
+                tables.item_from_row(item)
+                for item in self._connection.execute(tables.SELECT_DELIVERED, (row["seq"],))
             )
             held_back = tuple(
                 held.held_from_row(item)
                 for item in self._connection.execute(held.SELECT_HELD, (row["seq"],))
             )
             return EvidenceDetail(
-                record=schema.record_from_row(row), body=row["body"], items=items, held=held_back
+                record=tables.record_from_row(row), body=row["body"], items=items, held=held_back
             )
 
     def list(
@@ -434,18 +434,18 @@ class EvidenceLedger:
                 params.append(value)
         if before is not None:
             clauses.append("(prepared_at, seq) < (?, ?)")
-            params.extend(schema.parse_cursor(before))
+            params.extend(tables.parse_cursor(before))
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         limit = max(1, min(int(limit), 10_000))
         with self._guard():
             rows = self._connection.execute(
-                f"SELECT {schema.RECORD_COLUMNS} FROM requests {where} "  # noqa: S608 - constant columns, placeholders only
+                f"SELECT {tables.RECORD_COLUMNS} FROM requests {where} "  # noqa: S608 - constant columns, placeholders only
                 "ORDER BY prepared_at DESC, seq DESC LIMIT ?",
                 (*params, limit + 1),
             ).fetchall()
-        records = tuple(schema.record_from_row(row) for row in rows[:limit])
+        records = tuple(tables.record_from_row(row) for row in rows[:limit])
         more = len(rows) > limit
-        cursor = schema.make_cursor(rows[limit - 1]) if more else None
+        cursor = tables.make_cursor(rows[limit - 1]) if more else None
         return EvidencePage(records=records, next_cursor=cursor)
 
     def delivered_record_ids(self, session_id: str) -> frozenset[str]:
@@ -497,8 +497,8 @@ class EvidenceLedger:
                     total += count
                     by_outcome[row["outcome"]] = by_outcome.get(row["outcome"], 0) + count
                     if row["outcome"] == "delivered":
-                        attached[schema.tri(row["attached"])] += count
-                        confirmed[schema.tri(row["confirmed"])] += count
+                        attached[tables.tri(row["attached"])] += count
+                        confirmed[tables.tri(row["confirmed"])] += count
             span = self._connection.execute(
                 "SELECT min(prepared_at), max(prepared_at) FROM requests"
             ).fetchone()
@@ -527,7 +527,7 @@ class EvidenceLedger:
 
     def _legacy_sources(self) -> tuple[LegacySource, ...]:
         return tuple(
-            schema.source_from_row(row)
+            tables.source_from_row(row)
             for row in self._connection.execute("SELECT * FROM legacy_sources ORDER BY started_at")
         )
 
@@ -536,7 +536,7 @@ class EvidenceLedger:
             row = self._connection.execute(
                 "SELECT * FROM legacy_sources WHERE identity = ?", (identity,)
             ).fetchone()
-        return None if row is None else schema.source_from_row(row)
+        return None if row is None else tables.source_from_row(row)
 
     def legacy_room(self, extra_original_bytes: int) -> tuple[int, int]:
         """(bytes a migration may still add, the limit it works against), counting the kept
@@ -557,8 +557,8 @@ class EvidenceLedger:
         with self._guard(), transaction(self._connection):
             for row in rows:
                 inserted = self._connection.execute(
-                    schema.INSERT_REQUEST,
-                    schema.request_params(row),
+                    tables.INSERT_REQUEST,
+                    tables.request_params(row),
                 ).fetchone()
                 if inserted is None:
                     continue
@@ -571,6 +571,6 @@ class EvidenceLedger:
                     f"{format_bytes(limit_bytes)} left for it"
                 )
             self._connection.execute(
-                schema.UPSERT_SOURCE, schema.source_params(source, imported, len(rows))
+                tables.UPSERT_SOURCE, tables.source_params(source, imported, len(rows))
             )
         return imported, len(rows) - imported

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, field_serializer, model_serializer
 
-from pi_hindsight.records import Record
+from pi_hindsight.serialisation import Record
 from pi_hindsight.stores.evidence.held import HeldItem
 
 Outcome = Literal[

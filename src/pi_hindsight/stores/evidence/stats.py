@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field, computed_field, field_serializer
 
-from pi_hindsight.records import Record
-from pi_hindsight.stores.evidence.schema import LegacySource, format_bytes, iso
+from pi_hindsight.serialisation import Record
+from pi_hindsight.stores.evidence.tables import LegacySource, format_bytes, iso
 
 
 class EvidenceStats(Record):

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pi_hindsight.backend.interface import MemoryBackend
-from pi_hindsight.backend.records import MentalModel
+from pi_hindsight.backend.resources import MentalModel
 from pi_hindsight.errors import BackendRejected, ConfigError, ScopeError
 from pi_hindsight.maintenance.common import FieldChange, require_bank
-from pi_hindsight.maintenance.templates import scope_suffix
+from pi_hindsight.maintenance.template_import import scope_suffix
 
 MEMO_PREFIX = "pi-memo-"  # engine/startup_memo.py: the startup memo's ids
 MODEL_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,99}$")  # Hindsight's id rule, bounded

@@ -22,7 +22,7 @@ from importlib import resources
 from typing import Any, ClassVar, Literal
 
 from pi_hindsight.backend.interface import MemoryBackend
-from pi_hindsight.backend.records import (
+from pi_hindsight.backend.resources import (
     BankConfig,
     DirectiveInfo,
     MentalModel,

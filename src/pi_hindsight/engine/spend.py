@@ -19,9 +19,9 @@ from typing import Any, Literal
 from pydantic import computed_field, field_serializer
 
 from pi_hindsight.backend import MemoryBackend
-from pi_hindsight.backend.records import UsageBucket
+from pi_hindsight.backend.resources import UsageBucket
 from pi_hindsight.errors import BackendError, BankNotFound
-from pi_hindsight.records import Record
+from pi_hindsight.serialisation import Record
 
 Period = Literal["1d", "7d", "30d"]
 PERIODS: tuple[Period, ...] = ("1d", "7d", "30d")
