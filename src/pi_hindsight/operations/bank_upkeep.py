@@ -79,20 +79,27 @@ class MissionResult(_MaintenanceResult):
 
         if self.change is None:
             return plain_text.missions(self.missions) if self.missions else ""
-        note = (
-            ""
-            if self.change.applied
-            else "\nDry run: nothing changed. Call again with apply: true to change it."
+        return plain_text.mission_change(self.change) + _dry_run_note(
+            self.change.applied, "change it"
         )
-        return plain_text.mission_change(self.change) + note
+
+
+def _dry_run_note(applied: bool, what: str) -> str:
+    """What a dry run adds to the change it shows (nothing once applied)."""
+    return "" if applied else f"\nDry run: nothing changed. Call again with apply: true to {what}."
+
+
+async def _selected_bank(context: BankContext) -> tuple[Scope, MemoryBackend, float]:
+    """The selected scope, its backend with the bank ready, and the per-call timeout in seconds."""
+    scope = selected_scope(context)
+    backend = await context.backend_with_bank(scope.bank_id, context.settings.banks.project.mission)
+    return scope, backend, context.settings.timeout_ms / 1000
 
 
 async def mission(context: BankContext, args: MissionArgs) -> MissionResult:
     from pi_hindsight.maintenance import missions  # noqa: PLC0415 - rarely used
 
-    scope = selected_scope(context)
-    backend = await context.backend_with_bank(scope.bank_id, context.settings.banks.project.mission)
-    timeout = context.settings.timeout_ms / 1000
+    scope, backend, timeout = await _selected_bank(context)
     if args.mission is None and args.retain_mission is None and args.observations_mission is None:
         current = await missions.read_missions(backend, scope.bank_id, timeout=timeout)
         return MissionResult(missions=current)
@@ -134,20 +141,13 @@ class MentalModelsResult(_MaintenanceResult):
 
         if self.change is None:
             return plain_text.models_list(self.models or (), content=self.with_content)
-        note = (
-            ""
-            if self.change.applied
-            else "\nDry run: nothing changed. Call again with apply: true to do it."
-        )
-        return plain_text.model_change(self.change) + note
+        return plain_text.model_change(self.change) + _dry_run_note(self.change.applied, "do it")
 
 
 async def mental_models(context: BankContext, args: MentalModelsArgs) -> MentalModelsResult:
     from pi_hindsight.maintenance import model_changes as models  # noqa: PLC0415 - rarely used
 
-    scope = selected_scope(context)
-    backend = await context.backend_with_bank(scope.bank_id, context.settings.banks.project.mission)
-    timeout = context.settings.timeout_ms / 1000
+    scope, backend, timeout = await _selected_bank(context)
     action, model_id = args.model_action, args.model_id
     if action == "list":
         found = await models.list_models(backend, scope.bank_id, tags=scope.tags, timeout=timeout)
