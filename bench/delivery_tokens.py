@@ -347,6 +347,9 @@ class World:
             },
             # No refresh during the run: the memo holds exactly the early facts' share.
             "memo": {"minRefreshIntervalSeconds": 86_400},
+            # The set measures what is delivered, not how fast: a loaded machine (CI) must not
+            # turn a slow recall into a missing block.
+            "recall": {"timeoutMs": 60_000},
         }
 
     def state(self, name: str) -> Path:

@@ -326,7 +326,7 @@ class MemoryEngine:
             delivery = self._failed(
                 request, "skipped", "cancelled by the host before recall finished"
             )
-            await asyncio.shield(self._record(request, delivery))
+            await asyncio.shield(self._record_at_once(request, delivery))
             raise
         except Exception as error:
             # Fail open: the request goes on without memory, and the ledger says why.
@@ -387,6 +387,12 @@ class MemoryEngine:
         transcript_path = session.info.transcript_path if session else None
         self.recorder.prepared(request, delivery, transcript_path)  # written after the answer
         return self.recorder.take_notices()
+
+    async def _record_at_once(self, request: UserRequest, delivery: Delivery) -> None:
+        """Record and write before the answer: after a cancel (the user aborted) the host may
+        end the process at once, and a queued record would be lost with it."""
+        await self._record(request, delivery)
+        await self.recorder.flush()
 
     async def memory_attached(
         self, request_id: str, *, entry_id: str | None = None, transcript_path: str | None = None
