@@ -260,7 +260,8 @@ def _developer(root: Path, base_url: str, key: str) -> tuple[Path, Path, Path]:
     state.mkdir(parents=True)
     key_file = _private_file(root / "team.key", key)
     config = {
-        "hindsight": {"baseUrl": base_url, "apiKey": {"source": "file", "path": str(key_file)}}
+        "hindsight": {"baseUrl": base_url, "apiKey": {"source": "file", "path": str(key_file)}},
+        "recall": {"timeoutMs": 30_000},  # a loaded machine: not about recall's time bound
     }
     (state / "config.json").write_text(json.dumps(config))
     repo = make_repo(root / "app", "git@example.com:team/app.git")

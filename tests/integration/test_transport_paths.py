@@ -75,7 +75,9 @@ def _developer(root: Path, base_url: str, ca_file: Path | None) -> tuple[Path, P
     hindsight: dict[str, Any] = {"baseUrl": base_url, "apiKey": {"source": "env", "name": KEY_VAR}}
     if ca_file is not None:
         hindsight["caFile"] = str(ca_file)
-    (state / "config.json").write_text(json.dumps({"hindsight": hindsight}))
+    # Not about recall's time bound: a loaded machine (CI) gets its margin.
+    config = {"hindsight": hindsight, "recall": {"timeoutMs": 30_000}}
+    (state / "config.json").write_text(json.dumps(config))
     repo = make_repo(root / "app", f"https://example.com/team/{root.name}.git")
     register(state, repo)
     return state, repo
