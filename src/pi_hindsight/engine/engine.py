@@ -323,10 +323,9 @@ class MemoryEngine:
             memory.take_in(delivery.shown)
         except asyncio.CancelledError:
             # The user aborted (or the host gave up): the request goes on without memory.
-            delivery = self._failed(
-                request, "skipped", "cancelled by the host before recall finished"
-            )
-            await asyncio.shield(self._record_at_once(request, delivery))
+            reason = "cancelled by the host before recall finished"
+            delivery = self._failed(request, "skipped", reason)
+            await asyncio.shield(self._record(request, delivery, now=True))
             raise
         except Exception as error:
             # Fail open: the request goes on without memory, and the ledger says why.
@@ -380,19 +379,17 @@ class MemoryEngine:
         )
         return Delivery(outcome, None, details, reason=reason)
 
-    async def _record(self, request: UserRequest, delivery: Delivery) -> tuple[Notice, ...]:
+    async def _record(
+        self, request: UserRequest, delivery: Delivery, *, now: bool = False
+    ) -> tuple[Notice, ...]:
         session = self._session
         if session is not None:
             session.last_outcome, session.last_reason = delivery.outcome, delivery.reason
         transcript_path = session.info.transcript_path if session else None
         self.recorder.prepared(request, delivery, transcript_path)  # written after the answer
+        if now:  # ...but before it after a cancel: the host may end the process at once
+            await self.recorder.flush()
         return self.recorder.take_notices()
-
-    async def _record_at_once(self, request: UserRequest, delivery: Delivery) -> None:
-        """Record and write before the answer: after a cancel (the user aborted) the host may
-        end the process at once, and a queued record would be lost with it."""
-        await self._record(request, delivery)
-        await self.recorder.flush()
 
     async def memory_attached(
         self, request_id: str, *, entry_id: str | None = None, transcript_path: str | None = None
