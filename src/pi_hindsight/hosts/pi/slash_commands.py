@@ -248,8 +248,7 @@ async def seed_offer(engine: MemoryEngine) -> Notice | None:
         return None
     if not found:
         return None
-    return Notice(
-        "info",
+    return Notice.info(
         f"{found} earlier Pi session(s) of this project could be seeded into memory: "
         "/hindsight:seed (shows what would be sent first)",
     )
