@@ -42,7 +42,7 @@ from pi_hindsight.safe_files import format_size, open_regular, read_json_lines
 CONFIG_DIR_ENV = "CLAUDE_CONFIG_DIR"
 MAX_TRANSCRIPTS = 20_000
 MAX_TRANSCRIPT_BYTES = 256 << 20
-HEAD_LINES = 200  # the first row with a ``cwd`` comes after a few bookkeeping rows
+HEAD_LINES = 50  # the first row with a ``cwd`` comes after a few bookkeeping rows
 HEAD_LINE_BYTES = 1 << 20
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
