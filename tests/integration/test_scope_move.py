@@ -1,20 +1,28 @@
 """Moving a scope's memories on the real Hindsight (R-SCOPE-10): the dry run changes nothing and
 says exactly what apply then does; afterwards recall with the target's exact tags finds the moved
 memories and the source scope no longer does; a move that failed halfway completes when run
-again, without duplicates."""
+again, without duplicates; the command line is an adapter over the operation."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from pi_hindsight.backend.hindsight import HindsightBackend
+from pi_hindsight.backend.resources import RetainItem
+from pi_hindsight.cli.main import cli
 from pi_hindsight.errors import BackendUnavailable
 from pi_hindsight.maintenance.model_changes import create_model
 from pi_hindsight.maintenance.move import MoveSelection, ScopeRef, move_scope, plan_move
+from pi_hindsight.stores.outbox import Outbox
+from pi_hindsight.stores.outbox_items import RetainRequest
+from tests.plugins.pi import make_repo
 from tests.plugins.scripted_backend import ScriptedBackend
 from tests.support.maintenance import (
     T,
@@ -177,3 +185,75 @@ async def _merge_across_banks(base_url: str) -> None:
 
 def test_merge_into_another_bank_resumes_after_a_failure(hindsight_server: Any) -> None:
     asyncio.run(_merge_across_banks(hindsight_server.base_url))
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output
+
+
+def test_the_command_line_moves_through_the_operation_and_prints_its_typed_result(
+    hindsight_server: Any, isolated_dirs: Path, tmp_path: Path
+) -> None:
+    """``bank move`` is an adapter over ``operations/bank_move.py``: its ``--json`` is the typed
+    result (the move's JSON, keys as before), the dry run changes nothing, and apply is refused
+    while a retain of the source scope waits in the outbox."""
+    base_url = hindsight_server.base_url
+    bank = fresh_bank("move-cli")
+    isolated_dirs.mkdir(parents=True, exist_ok=True)
+    config = {"hindsight": {"baseUrl": base_url}, "banks": {"project": {"bankId": bank}}}
+    (isolated_dirs / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    repo = make_repo(tmp_path / "repo", "https://example.com/team/moving.git")
+    assert _cli("scope", "register", str(repo))[0] == 0
+    source, target = ("project:example.com/team/moving",), ("project:moved",)
+    documents = _documents("doc", 2, random.Random(20261204))
+
+    async def prepare() -> None:
+        backend = HindsightBackend(base_url)
+        try:
+            await create_bank(backend, bank)
+            await retain_documents(backend, bank, source, documents)
+        finally:
+            await backend.close()
+
+    async def contents(tags: tuple[str, ...]) -> list[str]:
+        backend = HindsightBackend(base_url)
+        try:
+            return sorted((await scope_contents(backend, bank, tags))["documents"])
+        finally:
+            await backend.close()
+
+    asyncio.run(prepare())
+    where = ("--to-tag", target[0], "--cwd", str(repo))
+    code, out = _cli("bank", "move", *where, "--json")
+    assert code == 0, out
+    dry = json.loads(out)
+    assert set(dry) == {
+        "plan", "applied", "copied", "retagged", "deleted", "facts_in_target",
+        "observations_invalidated", "operation_ids", "refreshes",
+    }  # fmt: skip
+    assert dry["applied"] is False and dry["plan"]["method"] == "retag"
+    assert dry["plan"]["can_apply"] is True and dry["plan"]["document_count"] == 2
+    assert sorted(doc["document_id"] for doc in dry["plan"]["documents"]) == sorted(documents)
+    code, text = _cli("bank", "move", *where)
+    assert code == 0 and "re-tag in place" in text and "dry run: nothing changed" in text
+    assert asyncio.run(contents(source)) == sorted(documents)  # the dry runs changed nothing
+
+    outbox = Outbox(isolated_dirs)  # a live retain of the source scope, not yet confirmed
+    try:
+        outbox.enqueue(RetainRequest("s1", bank, RetainItem("[]", "pi-session-s1", source), "r1"))
+        code, out = _cli("bank", "move", *where, "--apply")
+        assert code == 1 and "still in the outbox" in out and "outbox drain" in out
+        assert asyncio.run(contents(target)) == []  # refused before anything moved
+        [batch] = outbox.claim("test")
+        assert outbox.mark_done(batch.batch_id, "test")
+    finally:
+        outbox.close()
+
+    code, out = _cli("bank", "move", *where, "--apply", "--json")
+    assert code == 0, out
+    done = json.loads(out)
+    assert done["applied"] is True and sorted(done["retagged"]) == sorted(documents)
+    assert done["plan"]["documents"] == dry["plan"]["documents"]
+    assert asyncio.run(contents(target)) == sorted(documents)
+    assert asyncio.run(contents(source)) == []

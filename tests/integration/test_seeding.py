@@ -1,6 +1,7 @@
 """Seeding against the real Hindsight server, through the real command line: the dry run's
 figures are what is sent, a second seed sends nothing, a seed killed halfway (kill -9) finishes
-on the next run with every session exactly once, and only this location's sessions are taken."""
+on the next run with every session exactly once, and only this location's sessions are taken —
+Pi's and Claude Code's (``--from`` picks one)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,21 @@ from pi_hindsight.backend.resources import RetainItem
 from pi_hindsight.stores.outbox import Outbox
 from pi_hindsight.stores.outbox_items import RetainRequest
 from tests.plugins.pi import make_repo
+from tests.support.claude_code import Transcript
 from tests.support.pi_sessions import Exchange, write_session
 from tests.support.retain import BankView
 
 pytestmark = pytest.mark.server
+
+CLAUDE_FIXTURE = Path(__file__).resolve().parents[1] / "data" / "claude_code"
+
+
+@pytest.fixture(autouse=True)
+def claude_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Claude Code's config dir of this test alone (seeding reads every host's sessions)."""
+    config = tmp_path / "claude-config"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
+    return config
 
 
 def _configure(state: Path, base_url: str) -> str:
@@ -227,3 +239,91 @@ def test_only_a_registered_location_is_seeded(
     assert done.returncode == 1
     assert "only a registered location can be seeded" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _claude_transcript(config: Path, cwd: Path, prompts: list[str]) -> str:
+    session_id = str(uuid.uuid4())
+    folder = config / "projects" / str(cwd).replace("/", "-")
+    transcript = Transcript(folder / f"{session_id}.jsonl", session_id)
+    for prompt in prompts:
+        transcript.append(
+            *(dict(row, cwd=str(cwd)) for row in transcript.request(prompt, "Noted."))
+        )
+    return session_id
+
+
+def test_claude_codes_sessions_are_seeded_beside_pis_and_from_picks_one(
+    tmp_path: Path, isolated_dirs: Path, hindsight_server: Any, claude_config: Path
+) -> None:
+    base_url = str(hindsight_server.base_url)
+    bank = _configure(isolated_dirs, base_url)
+    agent = Path(os.environ["PI_CODING_AGENT_DIR"])
+    repo = make_repo(tmp_path / "repo", "https://example.com/team/both-hosts.git")
+    worktree = tmp_path / "repo-wt"
+    _git(repo, "worktree", "add", "-q", str(worktree))
+    _cli("scope", "register", str(repo))
+    write_session(agent, repo, [Exchange("Pi says: we deploy to Zephyr.", "Noted.")])
+    # A real Claude Code transcript (tools, our own MCP tool, a compaction), started in the repo.
+    real = (CLAUDE_FIXTURE / "tools-and-compaction.jsonl").read_text(encoding="utf-8")
+    rows = [json.loads(line) for line in real.splitlines()]
+    real_id = next(row["sessionId"] for row in rows if row.get("sessionId"))
+    folder = claude_config / "projects" / str(repo).replace("/", "-")
+    folder.mkdir(parents=True)
+    (folder / f"{real_id}.jsonl").write_text(
+        "".join(
+            json.dumps({**row, "cwd": str(repo)} if "cwd" in row else row) + "\n" for row in rows
+        ),
+        encoding="utf-8",
+    )
+    in_worktree = _claude_transcript(claude_config, worktree, ["Staging is called Quasar."])
+    _claude_transcript(claude_config, tmp_path, ["A fact of another directory."])
+    live = _claude_transcript(claude_config, repo, ["Retained live already."])
+    outbox = Outbox(isolated_dirs)  # what the live hooks left: an item under the prompt's id
+    try:
+        outbox.enqueue(
+            RetainRequest(
+                live, bank, RetainItem("[]", f"claude-code-session-{live}", ()), str(uuid.uuid4())
+            )
+        )
+    finally:
+        outbox.close()
+
+    both = _seed_json(str(repo), "--sessions", "--dry-run")
+    assert (both["sessions"], both["requests"]) == (3, 6)  # 1 Pi + 4 and 1 Claude Code
+    hosts = Counter(unit["host"] for unit in both["units"] if unit["state"] == "send")
+    assert hosts == {"pi": 1, "claude-code": 2}
+    assert both["skipped"] == {"retained-live": 1}
+    assert both["otherLocations"] == 1  # Claude Code's session of another directory
+    only = _seed_json(str(repo), "--sessions", "--from", "claude-code", "--dry-run")
+    assert (only["sessions"], only["requests"]) == (2, 5)
+    assert {unit["host"] for unit in only["units"]} == {"claude-code"}
+    pi_only = _seed_json(str(repo), "--sessions", "--from", "pi", "--dry-run")
+    assert {unit["host"] for unit in pi_only["units"]} == {"pi"}
+    assert _seed_items(isolated_dirs) == []
+
+    applied = _seed_json(str(repo), "--sessions", "--from", "claude-code", "--yes")
+    assert applied["queued"] == only["items"] == 5
+    assert applied["delivery"]["done"] == 5
+    items = _seed_items(isolated_dirs)
+    assert {item.session_id for item in items} == {real_id, in_worktree}
+    assert {item.bank_id for item in items} == {bank}
+    view = BankView(base_url, bank)
+    turns = view.document_turns(f"claude-code-session-{real_id}")
+    users = [turn["content"] for turn in turns if turn["role"] == "user"]
+    assert users == [
+        "first question",
+        "please recall something",
+        "please list files",
+        "after compaction",
+    ]
+    assert "mcp__hindsight" not in json.dumps(turns)  # our own tool is not history
+    [said] = [
+        turn["content"]
+        for turn in view.document_turns(f"claude-code-session-{in_worktree}")
+        if turn["role"] == "user"
+    ]
+    assert said == "Staging is called Quasar."
+
+    again = _seed_json(str(repo), "--sessions", "--yes")
+    assert again["sessions"] == 1 and again["skipped"] == {"retained-live": 1, "seeded": 2}
+    assert {unit["host"] for unit in again["units"] if unit["state"] == "send"} == {"pi"}

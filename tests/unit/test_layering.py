@@ -277,7 +277,6 @@ def test_no_host_words_below_the_hosts(layer: str) -> None:
 # Adapters call operations (issue 19, item 2): a host, a tool or a command reaches the
 # maintenance code through ``operations/``; these reach it for what no other surface offers.
 MAINTENANCE_OUTSIDE_OPERATIONS = {
-    "cli/bank_cmd.py",  # `bank move`: the command line's alone (and its renderer)
     "cli/templates_cmd.py",  # the template names, for click's choice
 }
 # What the tool adapter may import: the operations it adapts and the errors it reports.

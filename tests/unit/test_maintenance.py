@@ -35,6 +35,8 @@ from pi_hindsight.maintenance.template_import import (
     load_manifest,
     scope_suffix,
 )
+from pi_hindsight.operations.bank_move import MOVE, MoveOutcome
+from pi_hindsight.operations.base import OperationInputError
 
 MODEL_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
@@ -148,6 +150,25 @@ def test_move_plan_counts_and_json() -> None:
     text = plain_text.move_result(MoveResult(plan=plan, applied=False))
     assert "b [project:a]" in text and "b2 [project:c]" in text and "dry run" in text
     assert "finish (already copied)" in text
+
+
+def test_the_move_operation_has_one_text_and_one_json_form_and_checks_its_arguments() -> None:
+    result = MoveResult(plan=_plan(), applied=False)
+    outcome = MoveOutcome(move=result)
+    assert outcome.to_json() == as_json(result)  # `bank move --json`: the keys it always had
+    assert outcome.render() == plain_text.move_result(result)
+    args = MOVE.parse({"toTags": ["project:x"], "documentIds": ["d1"], "apply": True})
+    assert (args.to_tags, args.document_ids, args.to_bank, args.apply) == (
+        ("project:x",), ("d1",), None, True,
+    )  # fmt: skip
+    for bad, named in (
+        ({"toTags": [""]}, "toTags"),
+        ({"operationTimeout": 0}, "operationTimeout"),
+        ({"toBank": ""}, "toBank"),
+        ({"to": "x"}, "to"),
+    ):
+        with pytest.raises(OperationInputError, match=named):
+            MOVE.parse(bad)
 
 
 def test_template_plan_rendering_says_what_is_bank_wide() -> None:

@@ -96,7 +96,7 @@ def _run(
         return bool(approve)
 
     context = SeedingContext(
-        engine, PiSessions(agent), approve=None if approve is None else approved
+        engine, (PiSessions(agent),), approve=None if approve is None else approved
     )
 
     async def run() -> ScopeSeedResult:
@@ -139,7 +139,7 @@ def test_the_plan_is_one_typed_result_with_one_text_and_one_json_form(tmp_path: 
     text = result.render()
     lines = text.splitlines()
     assert lines[0].startswith(f"seeding {result.scope} (bank {result.bank_id}")
-    assert "  sessions: 2 to send (3 requests)" in lines
+    assert "  sessions: 2 to send (3 requests); found: pi 2" in lines
     assert "  git: 1 commits in 1 documents" in lines
     assert f"~{result.estimated_tokens:,} LLM tokens" in text
     assert "Hindsight not asked what it already holds" in text

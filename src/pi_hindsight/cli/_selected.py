@@ -20,6 +20,7 @@ from pi_hindsight.errors import BackendError, ConfigError, ScopeError
 from pi_hindsight.stores.catalog import Catalog
 
 if TYPE_CHECKING:
+    from pi_hindsight.operations.bank_move import MoveContext
     from pi_hindsight.operations.bank_upkeep import BankContext
     from pi_hindsight.operations.base import Operation, OperationResult
 
@@ -127,8 +128,9 @@ def run(selected: Selected, call: Callable[[MemoryBackend], Awaitable[T]]) -> T:
 
 
 class SelectedContext:
-    """The selected bank as the maintenance operations' context (``operations.bank_upkeep``):
-    its backend is returned as is — maintenance never creates a bank, it refuses a missing one."""
+    """The selected bank as the maintenance operations' context (``operations.bank_upkeep``,
+    ``operations.bank_move``): its backend is returned as is — maintenance never creates a bank,
+    it refuses a missing one."""
 
     def __init__(self, selected: Selected, backend: MemoryBackend) -> None:
         self._selected = selected
@@ -148,10 +150,25 @@ class SelectedContext:
     async def backend_with_bank(self, bank: str, mission: str) -> MemoryBackend:
         return self._backend
 
+    async def unfinished_retains(self, bank: str, tags: tuple[str, ...]) -> int:
+        """Outbox items of the scope ``(bank, tags)`` not yet confirmed by Hindsight."""
+        return await asyncio.to_thread(_unfinished_retains, self._selected.state_dir, bank, tags)
+
+
+def _unfinished_retains(state_dir: Path, bank: str, tags: tuple[str, ...]) -> int:
+    from pi_hindsight.stores.outbox import UNFINISHED, Outbox  # noqa: PLC0415 - rarely used
+
+    store = Outbox(state_dir)
+    try:
+        items = store.items(states=UNFINISHED, limit=100_000)
+    finally:
+        store.close()
+    return sum(1 for item in items if item.bank_id == bank and set(item.retain.tags) == set(tags))
+
 
 def run_operation(
     selected: Selected,
-    operation: Operation[BankContext, Any, R],
+    operation: Operation[MoveContext, Any, R] | Operation[BankContext, Any, R],
     params: dict[str, Any],
     as_json: bool,
 ) -> R:

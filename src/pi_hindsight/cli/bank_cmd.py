@@ -4,45 +4,23 @@ with ``--apply``."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
 
 import click
 
-from pi_hindsight.backend import MemoryBackend
-from pi_hindsight.cli._common import echo_json, json_option, state_dir_option
+from pi_hindsight.cli._common import json_option, state_dir_option
 from pi_hindsight.cli._selected import (
     Selected,
     apply_option,
     cwd_option,
     on_selected_bank,
-    run,
     run_operation,
     scope_for,
     user_option,
 )
-from pi_hindsight.errors import ConfigError, ScopeError
-from pi_hindsight.maintenance import plain_text
-from pi_hindsight.maintenance.common import as_json as to_json
-from pi_hindsight.maintenance.move import MoveSelection, ScopeRef, move_scope
+from pi_hindsight.errors import ConfigError
+from pi_hindsight.operations.bank_move import MOVE
 from pi_hindsight.operations.bank_upkeep import MENTAL_MODELS, MISSION
-
-R = TypeVar("R")
-
-
-def _act(
-    selected: Selected,
-    text: Callable[[R], str],
-    as_json: bool,
-    call: Callable[[MemoryBackend], Awaitable[R]],
-) -> None:
-    """Run ``call`` on the selected bank's server; print its result as ``text`` or JSON."""
-    result = run(selected, call)
-    if as_json:
-        echo_json(to_json(result))
-    else:
-        click.echo(text(result))
 
 
 @click.group()
@@ -188,22 +166,6 @@ def delete(selected: Selected, model_id: str, apply: bool, as_json: bool) -> Non
 # -- scope move -------------------------------------------------------------------------------
 
 
-def _unfinished_retains(selected: Selected) -> int:
-    """Outbox items not yet confirmed for the source scope: they would land after the move."""
-    from pi_hindsight.stores.outbox import UNFINISHED, Outbox  # noqa: PLC0415
-
-    store = Outbox(selected.state_dir)
-    try:
-        items = store.items(states=UNFINISHED, limit=100_000)
-    finally:
-        store.close()
-    count = 0
-    for item in items:
-        if item.bank_id == selected.bank and set(item.retain.tags) == set(selected.tags):
-            count += 1
-    return count
-
-
 @bank.command()
 @click.option(
     "--to-cwd",
@@ -242,28 +204,13 @@ def move(
     if to_cwd is not None:
         if to_bank or to_tags:
             raise ConfigError("give either --to-cwd or --to-bank/--to-tag, not both")
-        _, bank_id, tags = scope_for(selected.state_dir, to_cwd.resolve(), selected.settings)
-        target = ScopeRef(bank_id, tags)
-    else:
-        target = ScopeRef(to_bank or selected.bank, tuple(to_tags) or selected.tags)
-    source = ScopeRef(selected.bank, selected.tags)
-    if apply and (pending := _unfinished_retains(selected)):
-        raise ScopeError(
-            f"{pending} retain(s) of the source scope are still in the outbox; they would "
-            "arrive in the source after the move",
-            hint="close Pi sessions there and run `pi-hindsight outbox drain` first",
-        )
-    _act(
-        selected,
-        plain_text.move_result,
-        as_json,
-        lambda backend: move_scope(
-            backend,
-            source,
-            target,
-            MoveSelection(tuple(document_ids), prefix),
-            apply=apply,
-            timeout=selected.timeout,
-            operation_timeout=operation_timeout,
-        ),
-    )
+        _, to_bank, to_tags = scope_for(selected.state_dir, to_cwd.resolve(), selected.settings)
+    params = {
+        "toBank": to_bank,
+        "toTags": to_tags,
+        "documentIds": document_ids,
+        "prefix": prefix,
+        "operationTimeout": operation_timeout,
+        "apply": apply,
+    }
+    run_operation(selected, MOVE, params, as_json)

@@ -1,5 +1,6 @@
 """``pi-hindsight scope seed [DIR]``: give a newly registered scope the memory it would have had —
-Pi's earlier sessions of this location (and its worktrees) and a digest of the git history.
+the earlier sessions of this location (and its worktrees) of every host that kept some (Pi's and
+Claude Code's; ``--from`` picks one) and a digest of the git history.
 
 The plan (a dry run) is always shown first; ``--dry-run`` stops there. Applying commits the plan
 to the durable outbox, then waits while its worker delivers it (a progress bar in a terminal,
@@ -32,10 +33,11 @@ from pi_hindsight.operations.scope_seeding import (
 
 if TYPE_CHECKING:
     from pi_hindsight.engine.engine import MemoryEngine
-    from pi_hindsight.engine.seeding import SeedUnit
+    from pi_hindsight.engine.seeding import SeedUnit, SessionSource
     from pi_hindsight.engine.spend import Spend
 
 POLL_S = 0.5
+HOSTS = ("pi", "claude-code")  # whose earlier sessions seeding reads (``--from``)
 
 
 def _unit_line(done: int, total: int, unit: SeedUnit) -> str:
@@ -75,12 +77,17 @@ async def _seed(
     directory: Path,
     *,
     args: SeedArgs,
+    hosts: tuple[str, ...],
     assume_yes: bool,
     wait: bool,
     timeout: float,
     as_json: bool,
 ) -> ScopeSeedResult:
     from pi_hindsight.app import CLI_HOST, build_engine  # noqa: PLC0415 - keep `--help` fast
+    from pi_hindsight.hosts.claude_code.seed_transcripts import (  # noqa: PLC0415
+        ClaudeCodeSessions,
+        claude_config_dir,
+    )
     from pi_hindsight.hosts.pi.seed_sessions import PiSessions  # noqa: PLC0415
     from pi_hindsight.paths import pi_agent_dir  # noqa: PLC0415
 
@@ -110,9 +117,13 @@ async def _seed(
             click.echo(_unit_line(done, total, unit))
 
     try:
+        sources: dict[str, SessionSource] = {
+            "pi": PiSessions(pi_agent_dir()),
+            "claude-code": ClaudeCodeSessions(claude_config_dir()),
+        }
         context = SeedingContext(
             engine,
-            PiSessions(pi_agent_dir()) if args.sessions else None,
+            tuple(sources[host] for host in hosts) if args.sessions else (),
             approve=approve,
             progress=progress,
         )
@@ -188,7 +199,15 @@ async def _measured(
     "directory", type=click.Path(path_type=Path, exists=True, file_okay=False), default="."
 )
 @click.option(
-    "--sessions", is_flag=True, help="Pi's earlier sessions of this location and its worktrees."
+    "--sessions", is_flag=True, help="Earlier sessions of this location and its worktrees."
+)
+@click.option(
+    "--from",
+    "from_",
+    type=click.Choice(["all", *HOSTS]),
+    default="all",
+    show_default=True,
+    help="Whose sessions: Pi's (~/.pi/agent/sessions), Claude Code's (~/.claude/projects) or both.",
 )
 @click.option(
     "--git", "git_", is_flag=True, help="A digest of the git history (newest 300 commits)."
@@ -204,6 +223,7 @@ async def _measured(
 def seed(
     directory: Path,
     sessions: bool,
+    from_: str,
     git_: bool,
     dry_run: bool,
     assume_yes: bool,
@@ -212,8 +232,9 @@ def seed(
     state_dir: Path | None,
     as_json: bool,
 ) -> None:
-    """Seed DIRECTORY's registered scope from earlier Pi sessions and the git history (both when
-    neither --sessions nor --git is given). Shows the plan first; --dry-run sends nothing."""
+    """Seed DIRECTORY's registered scope from earlier Pi and Claude Code sessions and the git
+    history (both when neither --sessions nor --git is given). Shows the plan first; --dry-run
+    sends nothing."""
     if not sessions and not git_:
         sessions = git_ = True
     result = asyncio.run(
@@ -221,6 +242,7 @@ def seed(
             resolve_state_dir(state_dir),
             directory.resolve(),
             args=SeedArgs(sessions=sessions, git=git_, apply=not dry_run),
+            hosts=HOSTS if from_ == "all" else (from_,),
             assume_yes=assume_yes,
             wait=not no_wait,
             timeout=timeout,

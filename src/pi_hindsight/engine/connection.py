@@ -98,7 +98,7 @@ class HindsightConnection:
         if error is None:
             self.healthy, self.last_error, self._refused = True, None, False
             if was_healthy is False:
-                return (Notice("info", "Hindsight is reachable again; memory is back."),)
+                return (Notice.info("Hindsight is reachable again; memory is back."),)
             return ()
         refused = isinstance(error, BackendAuthRejected)
         self.healthy, self.last_error, self._refused = False, str(error), refused
@@ -106,13 +106,12 @@ class HindsightConnection:
             return ()
         if refused:
             return (
-                Notice(
-                    "warning",
+                Notice.warning(
                     f"memory unavailable: {BackendAuthRejected.REFUSED} — "
                     f"{BackendAuthRejected.FIX}; retains wait in the outbox until it accepts it",
                 ),
             )
-        return (Notice("warning", f"memory unavailable for this request: {error.describe()}"),)
+        return (Notice.warning(f"memory unavailable for this request: {error.describe()}"),)
 
     async def close(self) -> None:
         if self._backend is not None:

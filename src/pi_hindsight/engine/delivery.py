@@ -481,7 +481,7 @@ class Deliverer:
             held=tuple(fetched.held),
         )
         notices: tuple[Notice, ...] = tuple(
-            Notice("warning", f"part of memory is unavailable: {error}") for error in fetched.errors
+            Notice.warning(f"part of memory is unavailable: {error}") for error in fetched.errors
         )
         if block is None:
             found = len(fetched.project or ()) + len(fetched.user or ())

@@ -72,7 +72,7 @@ ContextReader = Callable[[str | None, int], VisibleContext | None]
 
 def _config_notices(config: LoadedConfig) -> list[Notice]:
     """Config warnings for the host; info-level notes (legacy keys migrated) stay in status."""
-    return [Notice("warning", text) for text in config.notices()]
+    return [Notice.warning(text) for text in config.notices()]
 
 
 class MemoryEngine:
@@ -208,10 +208,10 @@ class MemoryEngine:
             session.resolution = await sessions.resolve(info.cwd, self.settings, catalog)
         except PiHindsightError as error:
             session.off_reason = f"scope could not be resolved: {error}"
-            notices.append(Notice("warning", f"memory off: {error.describe()}"))
+            notices.append(Notice.warning(f"memory off: {error.describe()}"))
             notices.extend(await self._set_aside_notices())
             return self._view(tuple(notices))
-        notices.extend(Notice("warning", warning) for warning in session.resolution.warnings)
+        notices.extend(Notice.warning(warning) for warning in session.resolution.warnings)
         if not self._passive:
             notices.extend(await self.recorder.open(self.settings.evidence))
         await self._load_context()
@@ -249,7 +249,7 @@ class MemoryEngine:
         session = self._require_session()
         resolution = session.resolution
         if resolution is None:
-            return self._view((Notice("warning", "no scope to register"),))
+            return self._view((Notice.warning("no scope to register"),))
         catalog = await self.state.open_catalog()
         if not accepted:
             session.declined = True
@@ -259,17 +259,17 @@ class MemoryEngine:
                 logger.warning("could not record the declined consent: %s", error)
             await self._activate()
             hint = self.host.register_hint(session.info.cwd)
-            return self._view((Notice("info", f"memory stays off here; {hint}"),))
+            return self._view((Notice.info(f"memory stays off here; {hint}"),))
         try:
             scope = await sessions.register(session.info.cwd, self.settings, catalog)
             session.resolution = await sessions.resolve(session.info.cwd, self.settings, catalog)
         except PiHindsightError as error:
-            return self._view((Notice("error", f"registration failed: {error.describe()}"),))
+            return self._view((Notice.error(f"registration failed: {error.describe()}"),))
         session.declined = False
         await self._activate()  # may open the outbox (and set a damaged one aside): report it
         return self._view(
             (
-                Notice("info", f"memory on for {scope.scope_id} (bank {scope.bank_id})"),
+                Notice.info(f"memory on for {scope.scope_id} (bank {scope.bank_id})"),
                 *await self._set_aside_notices(),
             )
         )
@@ -331,7 +331,7 @@ class MemoryEngine:
             # Fail open: the request goes on without memory, and the ledger says why.
             logger.exception("preparing memory for %s failed", request.request_id)
             delivery = self._failed(request, "error", f"preparing memory failed: {error!r}")
-            notice = Notice("warning", f"memory unavailable for this request: {error}")
+            notice = Notice.warning(f"memory unavailable for this request: {error}")
             return delivery.with_notices((notice, *await self._record(request, delivery)))
         finally:
             corrections.cancel()  # not awaited when no recall was made; harmless when done

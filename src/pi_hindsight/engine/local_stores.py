@@ -84,7 +84,7 @@ class LocalState:
         events = tuple(await run_store(SetAsideRecord(self.state_dir).events))
         pending = [event for event in events if event.open]
         notices = [
-            Notice("warning", describe(event))
+            Notice.warning(describe(event))
             for event in pending
             if event.event_id not in self._reported
         ]
@@ -101,8 +101,7 @@ class LocalState:
                 continue
             self._reported.add(key)  # the record could not be written: say it here
             notices.append(
-                Notice(
-                    "warning",
+                Notice.warning(
                     f"{aside.original} could not be used ({aside.reason}); it was set aside as "
                     f"{aside.moved_to} and a fresh one was created",
                 )

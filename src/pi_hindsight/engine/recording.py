@@ -251,4 +251,4 @@ class EvidenceRecorder:
         logger.warning("evidence not recorded: %s", error)
         if not first:
             return ()
-        return (Notice("warning", f"evidence is not being recorded: {error.describe()}"),)
+        return (Notice.warning(f"evidence is not being recorded: {error.describe()}"),)

@@ -120,6 +120,7 @@ class SeedUnit:
     state: UnitState
     requests: tuple[RetainRequest, ...] = ()  # what would be queued (state "send")
     found: int = 0  # requests found in the session, or commits in the range
+    host: str | None = None  # whose session it is (HostFacts.name); None for git
 
     @property
     def characters(self) -> int:
@@ -253,17 +254,20 @@ class Seeder:
 
     # -- plan ------------------------------------------------------------------------------
 
-    async def plan(self, *, sessions: SessionSource | None, git: bool) -> SeedPlan:
+    async def plan(self, *, sessions: Sequence[SessionSource], git: bool) -> SeedPlan:
+        """What seeding from ``sessions`` (each host's earlier sessions) and, with ``git``, the
+        history would send; sends nothing."""
         report = ScanReport()
-        found: list[HistoricSession] = []
-        if sessions is not None:
-            found = await asyncio.to_thread(self._scan, sessions, report)
+        found: list[tuple[SessionSource, list[HistoricSession]]] = []
+        for source in sessions:
+            found.append((source, await asyncio.to_thread(self._scan, source, report)))
         server_docs, server_error = await self._server_documents()
-        known = await run_store(_known_requests, self.outbox, [s.session_id for s in found])
+        ids = [session.session_id for _, held in found for session in held]
+        known = await run_store(_known_requests, self.outbox, ids)
         units: list[SeedUnit] = []
-        if sessions is not None:
+        for source, held in found:
             units += await asyncio.to_thread(
-                self._session_units, sessions.host, found, known, server_docs
+                self._session_units, source.host, held, known, server_docs
             )
         git_error = None
         if git:
@@ -356,7 +360,7 @@ class Seeder:
             ) -> SeedUnit:
                 return SeedUnit(
                     "session", session.session_id, session.source, state, requests,
-                    len(session.turns),
+                    len(session.turns), host.name,
                 )  # fmt: skip
 
             if queued - seeded:

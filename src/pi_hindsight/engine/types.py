@@ -38,13 +38,24 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 NoticeLevel = Literal["info", "warning", "error"]
 
 
-@dataclass(frozen=True)
-class Notice:
+class Notice(Record):
+    """Something the user should see (a warning, a hint); each host shows it its own way. Its
+    JSON (``to_json``) is ``{"level", "message"}``, the shape hosts' wires carry."""
+
     level: NoticeLevel
     message: str
 
-    def to_json(self) -> dict[str, str]:
-        return {"level": self.level, "message": self.message}
+    @classmethod
+    def info(cls, message: str) -> Notice:
+        return cls(level="info", message=message)
+
+    @classmethod
+    def warning(cls, message: str) -> Notice:
+        return cls(level="warning", message=message)
+
+    @classmethod
+    def error(cls, message: str) -> Notice:
+        return cls(level="error", message=message)
 
 
 @dataclass(frozen=True)
@@ -347,5 +358,5 @@ class Shown:
 def warm_up() -> None:
     """Build the delivery records' validators ahead of the first prompt (the sidecar's warm-up
     thread calls this; ``serialisation.py`` defers building them to first use)."""
-    for model in (DeliveryDetails, DeliveredRecord, Omitted):
+    for model in (DeliveryDetails, DeliveredRecord, Omitted, Notice):
         model.model_rebuild()

@@ -54,7 +54,7 @@ class HostSession:
         """Queue ``message`` unless this session was told it already."""
         if message not in self.told:
             self.told.add(message)
-            self.notices.append(Notice(level, message))
+            self.notices.append(Notice(level=level, message=message))
 
     def take_notices(self) -> list[Notice]:
         taken, self.notices = self.notices, []

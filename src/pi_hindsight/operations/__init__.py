@@ -7,7 +7,8 @@ The agent's tools (``tools/``: Pi and, through the daemon, Claude Code's MCP too
 
 One module per family: ``memory_status`` (status, refresh_memo), ``memory_search`` (recall,
 reflect), ``memory_notes`` (retain, retain_global), ``memory_fixes`` (forget, correct,
-corrections), ``bank_upkeep`` (missions, mental models), ``bank_templates`` (templates),
+corrections), ``bank_upkeep`` (missions, mental models), ``bank_move`` (moving a scope's
+memories: the command line's alone), ``bank_templates`` (templates),
 ``outbox_upkeep`` (health, retry), ``evidence_pages`` (a page of the ledger), ``scope_seeding``
 (seeding a registered scope: the plan, then the outbox); ``memory_actions`` lists the
 memory tool's actions; ``base`` holds the shared shapes and what the operations need from a session.

@@ -53,7 +53,9 @@ def selected_scope(context: BankContext) -> Scope:
     return scope
 
 
-class _MaintenanceResult(OperationResult):
+class MaintenanceResult(OperationResult):
+    """A maintenance result holding the maintenance package's frozen dataclasses."""
+
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
 
@@ -70,7 +72,7 @@ class MissionArgs(OperationArgs):
     apply: bool = Field(default=False, description=_APPLY)
 
 
-class MissionResult(_MaintenanceResult):
+class MissionResult(MaintenanceResult):
     missions: Annotated[Missions | None, AsJson] = None  # read: the current missions
     change: Annotated[MissionChange | None, AsJson] = None  # set: what changes (or changed)
 
@@ -131,7 +133,7 @@ class MentalModelsArgs(OperationArgs):
     apply: bool = Field(default=False, description=_APPLY)
 
 
-class MentalModelsResult(_MaintenanceResult):
+class MentalModelsResult(MaintenanceResult):
     models: Annotated[tuple[Any, ...] | None, AsJson] = None  # list: the scope's models
     change: Annotated[ModelChange | None, AsJson] = None
     with_content: bool = Field(default=False, exclude=True)

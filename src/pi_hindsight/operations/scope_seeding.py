@@ -10,7 +10,8 @@ by ``cli/seed_cmd.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -33,11 +34,12 @@ class SeedingEngine(Protocol):
 
 @dataclass(frozen=True)
 class SeedingContext:
-    """The session's engine, the host's earlier sessions, and the adapter's hooks: ``approve``
-    sees the plan before anything is queued (False: nothing is), ``progress`` each unit queued."""
+    """The session's engine, the hosts' earlier sessions (one source per host), and the
+    adapter's hooks: ``approve`` sees the plan before anything is queued (False: nothing is),
+    ``progress`` each unit queued."""
 
     engine: SeedingEngine
-    sessions: SessionSource | None = None
+    sessions: Sequence[SessionSource] = ()
     approve: Callable[[ScopeSeedResult], bool] | None = None
     progress: Progress | None = None
 
@@ -64,6 +66,7 @@ class SeedUnitView(_Shape):
     """One session or one range of commits, and what seeding does with it."""
 
     kind: str  # "session" | "git"
+    host: str | None = None  # whose session ("pi", "claude-code"); None for git
     key: str
     label: str
     state: str  # send | retained-live | in-hindsight | seeded | empty
@@ -141,6 +144,7 @@ class ScopeSeedResult(OperationResult):
             units=[
                 SeedUnitView(
                     kind=unit.kind,
+                    host=unit.host,
                     key=unit.key,
                     label=unit.label,
                     state=unit.state,
@@ -155,11 +159,14 @@ class ScopeSeedResult(OperationResult):
     def plan_lines(self) -> list[str]:
         """What would be sent (or was): sources, counts, characters and the token estimate."""
         skipped = ", ".join(f"{count} {state}" for state, count in self.skipped.items())
+        hosts = Counter(unit.host for unit in self.units if unit.kind == "session")
+        by_host = ", ".join(f"{host} {count}" for host, count in sorted(hosts.items()) if host)
         git_documents = sum(1 for unit in self.units if unit.kind == "git" and unit.state == "send")
         lines = [
             f"seeding {self.scope} (bank {self.bank_id}, tags {', '.join(self.tags)}):",
             f"  sessions: {self.sessions} to send ({self.requests} requests)"
-            + (f"; skipped: {skipped}" if skipped else ""),
+            + (f"; skipped: {skipped}" if skipped else "")
+            + (f"; found: {by_host}" if by_host else ""),
         ]
         if self.other_locations:
             lines.append(f"  left alone: {self.other_locations} sessions of other locations")
@@ -199,7 +206,7 @@ async def seed_scope(context: SeedingContext, args: SeedArgs) -> ScopeSeedResult
     """Plan; with ``apply`` (and the adapter's approval) queue exactly that plan and wake the
     outbox's worker. Safe to run again: what is queued or in Hindsight already is skipped."""
     seeder = await context.engine.seeder()
-    plan = await seeder.plan(sessions=context.sessions if args.sessions else None, git=args.git)
+    plan = await seeder.plan(sessions=context.sessions if args.sessions else (), git=args.git)
     result = ScopeSeedResult.of_plan(plan)
     if not args.apply or not plan.items:
         return result

@@ -185,15 +185,15 @@ class ClaudeCodeHost:
             await state.open(info)
         scope = state.engine.scope()
         if scope is not None:
-            state.notices.append(Notice("info", f"memory is on now ({scope.scope_id})"))
+            state.notices.append(Notice.info(f"memory is on now ({scope.scope_id})"))
 
     def _hint(self, state: SessionState, cwd: Path) -> list[Notice]:
         if state.hinted or state.engine.scope() is not None:
             return []
         state.hinted = True
         if state.engine.awaits_registration():
-            return [Notice("info", unregistered_hint(cwd))]
-        return [Notice("info", f"memory is off here: {state.engine.off_reason()}")]
+            return [Notice.info(unregistered_hint(cwd))]
+        return [Notice.info(f"memory is off here: {state.engine.off_reason()}")]
 
     def evict_idle(self, max_idle_s: float = SESSION_IDLE_S) -> int:
         cutoff = time.monotonic() - max_idle_s
@@ -241,7 +241,7 @@ class ClaudeCodeHost:
         state.framed = True
         block = self.deliver(state, memo)
         paused = engine.retain_paused()  # the token budget (engine/budget.py): say so at start
-        notices = [*memo.notices, *([Notice("warning", f"retain {paused}")] if paused else [])]
+        notices = [*memo.notices, *([Notice.warning(f"retain {paused}")] if paused else [])]
         return framing if block is None else f"{framing}\n\n{block}", notices
 
     async def _mark_fork(self, transcript: Path) -> None:
@@ -276,7 +276,7 @@ class ClaudeCodeHost:
         if path is None:
             return []
         if path.name != f"{event.session_id}.jsonl":
-            return [Notice("warning", f"{path} is not this session's transcript; not read")]
+            return [Notice.warning(f"{path} is not this session's transcript; not read")]
         lock = self._transcript_locks.setdefault(path, asyncio.Lock())
         async with lock:
             return await self._catch_up(state, event, path)
@@ -313,15 +313,14 @@ class ClaudeCodeHost:
                 if not state.missing_noted and engine.scope() is not None:
                     state.missing_noted = True
                     notices.append(
-                        Notice(
-                            "warning",
+                        Notice.warning(
                             f"Claude Code kept no transcript at {path} (--no-session-persistence?)"
                             "; nothing of this session is retained",
                         )
                     )
                 return notices
             except (OSError, InputFileError) as error:
-                return [*notices, Notice("warning", f"transcript not read: {error}")]
+                return [*notices, Notice.warning(f"transcript not read: {error}")]
             if delta.bad_lines:
                 logger.warning("%s: %d unreadable line(s) skipped", path, delta.bad_lines)
             retained = engine.scope() is not None
@@ -340,7 +339,7 @@ class ClaudeCodeHost:
                             )
                         )
                 except PiHindsightError as error:  # the cursor stays: redone next time
-                    return [*notices, Notice("warning", f"retain not queued: {error.describe()}")]
+                    return [*notices, Notice.warning(f"retain not queued: {error.describe()}")]
                 await self._observe(state, delta, path)
             moved = Cursor(
                 offset=delta.end,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Container, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,7 @@ class Segment:
 
     request_id: str
     messages: tuple[TurnMessage, ...]
+    timestamp: str | None = None  # the first row's, as Claude Code wrote it
 
 
 @dataclass(frozen=True)
@@ -143,18 +144,22 @@ class _Builder:
         self.segments: list[Segment] = []
         self._id: str | None = None
         self._messages: list[TurnMessage] = []
+        self._timestamp: str | None = None
+        self.row_timestamp: str | None = None  # the row being read
 
     def _close(self) -> None:
         if self._id is not None and self._messages:
-            self.segments.append(Segment(self._id, tuple(self._messages)))
+            self.segments.append(Segment(self._id, tuple(self._messages), self._timestamp))
         self._id, self._messages = None, []
 
     def add(self, message: TurnMessage, row_id: str, *, starts: bool = False) -> None:
         if starts:
             self._close()
             self._id = row_id
+            self._timestamp = self.row_timestamp
         elif self._id is None:
             self._id = f"cont-{row_id}"
+            self._timestamp = self.row_timestamp
         self._messages.append(message)
 
     def user(self, row_id: str, content: object) -> None:
@@ -206,10 +211,24 @@ class _Builder:
         return tuple(self.segments)
 
 
-def _is_conversation(entry: Mapping[str, Any], skip_before: str | None) -> bool:
+def copied_from(entry: Mapping[str, Any]) -> str | None:
+    """The session a fork's row was copied from (Claude Code writes ``forkedFrom`` on each row
+    it copies into a branched session, its ``uuid`` kept); None for the session's own rows."""
+    forked = entry.get("forkedFrom")
+    if not isinstance(forked, Mapping):
+        return None
+    origin = forked.get("sessionId")
+    return origin if isinstance(origin, str) and origin != entry.get("sessionId") else None
+
+
+def _is_conversation(
+    entry: Mapping[str, Any], skip_before: str | None, skip_copies_of: Container[str]
+) -> bool:
     if entry.get("isSidechain") is True or entry.get("isMeta") is True:
         return False
     if entry.get("isCompactSummary") is True:
+        return False
+    if skip_copies_of and copied_from(entry) in skip_copies_of:
         return False
     stamp = entry.get("timestamp")
     return not (skip_before and isinstance(stamp, str) and stamp < skip_before)
@@ -221,11 +240,13 @@ def parse_delta(
     *,
     open_tools: Mapping[str, str] | None = None,
     skip_before: str | None = None,
+    skip_copies_of: Container[str] = frozenset(),
     more: bool = False,
 ) -> Delta:
     """The delta in ``data`` (complete lines ending at byte offset ``end``). ``open_tools``:
     calls of earlier deltas still waiting for their result (id → tool name); ``skip_before``:
-    rows older than this ISO time are not new (a fork's copied history)."""
+    rows older than this ISO time are not new (a fork's copied history); ``skip_copies_of``:
+    rows a fork copied from these sessions are theirs, not this one's (seeding)."""
     builder = _Builder(open_tools or {})
     contexts: list[InjectedContext] = []
     blobs: dict[str, str] = {}
@@ -239,8 +260,12 @@ def parse_delta(
         row_id = str(entry.get("uuid") or f"line-{end}-{position}")
         if kind in ("user", "assistant"):
             message = entry.get("message")
-            if not _is_conversation(entry, skip_before) or not isinstance(message, Mapping):
+            if not _is_conversation(entry, skip_before, skip_copies_of) or not isinstance(
+                message, Mapping
+            ):
                 continue
+            stamp = entry.get("timestamp")
+            builder.row_timestamp = stamp if isinstance(stamp, str) else None
             if kind == "user":
                 builder.user(row_id, message.get("content"))
             else:

@@ -224,7 +224,7 @@ class PiHost:
                 )
             )
         except PiHindsightError as error:
-            warning = Notice("warning", f"retain not queued: {error.describe()}")
+            warning = Notice.warning(f"retain not queued: {error.describe()}")
             return wire.TurnResult(queued=0, notices=notices_wire((warning,))).wire()
         return wire.TurnResult(queued=queued, notices=[]).wire()
 

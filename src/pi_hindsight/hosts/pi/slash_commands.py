@@ -210,7 +210,7 @@ class PiCommands:
             git="sessions" not in words or "git" in words,
             apply=bool(accepted),
         )
-        result = await SEED(SeedingContext(self.engine, self._sessions()), seed)
+        result = await SEED(SeedingContext(self.engine, (self._sessions(),)), seed)
         if result.applied:
             return _say(f"{result.outcome_line()} in the background (/hindsight:outbox)")
         text = "\n".join(result.plan_lines())
@@ -248,8 +248,7 @@ async def seed_offer(engine: MemoryEngine) -> Notice | None:
         return None
     if not found:
         return None
-    return Notice(
-        "info",
+    return Notice.info(
         f"{found} earlier Pi session(s) of this project could be seeded into memory: "
         "/hindsight:seed (shows what would be sent first)",
     )
