@@ -36,6 +36,8 @@ def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     monkeypatch.setenv("PI_HINDSIGHT_STATE_DIR", str(state))
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
     monkeypatch.setenv("PI_OFFLINE", "1")
+    # Claude Code's transcripts (`scope seed` reads them): never the machine's own ~/.claude.
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))
     for variable in ("HINDSIGHT_BASE_URL", "HINDSIGHT_API_KEY", "PI_HINDSIGHT_PROJECT_BANK_ID"):
         monkeypatch.delenv(variable, raising=False)
     yield state

@@ -80,7 +80,7 @@ def claude_env(
     env = {
         key: value
         for key, value in (os.environ if base is None else base).items()
-        if not key.startswith(("ANTHROPIC_", "CLAUDE_CODE_", "CLAUDECODE"))
+        if not key.startswith(("ANTHROPIC_", "CLAUDE_CODE_", "CLAUDECODE", "CLAUDE_CONFIG_DIR"))
     }
     env.update(FLAGS)
     env["HOME"] = str(home)
