@@ -29,10 +29,11 @@ from collections.abc import Iterator
 from typing import Literal
 
 from pi_hindsight.redaction.finder import OPERATOR, Names
-from pi_hindsight.redaction.names import Strength
+from pi_hindsight.redaction.names import Strength, names_a_token
 from pi_hindsight.redaction.source import Hit, Lines, Source
 from pi_hindsight.redaction.values import (
     is_code,
+    is_mangled,
     is_name_like,
     is_not_a_secret,
     is_prose,
@@ -181,6 +182,8 @@ def _assignment(
         return None, resume
     start, end, place = value
     if not _is_secret(text[start:end], strength, place):
+        return None, end
+    if names_a_token(text[name_start:name_end]) and is_mangled(text[start:end]):
         return None, end
     return (start, end, "env_assignment" if own_line else "secret_assignment"), end
 

@@ -208,3 +208,17 @@ def prose_key(text: str, lowered: str, start: int) -> Strength | Literal["vendor
     if previous in KEY_QUALIFIERS:
         return "strong"
     return None if previous in NOT_SECRET_KEYS else "vendor"
+
+
+# The words that name a generated credential, whose value is drawn from a token alphabet (the
+# name of a secret or a password may hold anything a person typed).
+_TOKEN_WORDS = ("token", "key", "apikey")
+_PERSON_WORDS = ("secret", "credential", "creds", *_PASSWORD_SUFFIXES, "pwd")
+
+
+def names_a_token(name: str) -> bool:
+    """Whether ``name`` (a secret name) names an API key or token rather than a secret or a
+    password: ``npmtoken``, ``segmentApiKey``, ``X-Api-Key``; not ``client_secret``,
+    ``SECRET_KEY`` (framework secret keys hold symbols), ``token_password``."""
+    lowered = name.lower()
+    return lowered.endswith(_TOKEN_WORDS) and not any(word in lowered for word in _PERSON_WORDS)

@@ -21,6 +21,7 @@ __all__ = [
     "ascii_lower",
     "entropy",
     "is_code",
+    "is_mangled",
     "is_name_like",
     "is_not_a_secret",
     "is_prose",
@@ -223,6 +224,18 @@ _CODE = re.compile(r"[\[\]()]|->|::|=>|\|\||&&|==(?!\Z)")  # (a final == is base
 def is_code(value: str) -> bool:
     """A fragment of code rather than a literal: a call, a subscript, an operator."""
     return _CODE.search(value) is not None
+
+
+# Characters no API key or token alphabet holds and no value written by hand in a key's place
+# holds either (base64, base64url, hex, base62 with ``_-.~:`` separators; ``%`` is URL encoding,
+# ``!`` and ``|`` appear in Salesforce and Facebook tokens, ``$`` and ``#`` in framework secrets).
+_NOT_TOKEN_CHARS = re.compile(r"[?^]")
+
+
+def is_mangled(value: str) -> bool:
+    """A value that cannot be a generated key or token: it holds a character no token alphabet
+    has (``u+C4lGv0?ct7Tl``, ``2xN7puSh%c^``): a mangled, masked or hand-written value."""
+    return _NOT_TOKEN_CHARS.search(value, 0, _ANALYSED) is not None
 
 
 def looks_random(value: str, min_length: int = 16) -> bool:
