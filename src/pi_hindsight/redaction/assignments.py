@@ -183,7 +183,12 @@ def _assignment(
     start, end, place = value
     if not _is_secret(text[start:end], strength, place):
         return None, end
-    if names_a_token(text[name_start:name_end]) and is_mangled(text[start:end]):
+    # (a password's name never names a token: adversarial text repeats "password=" most)
+    if (
+        strength != "password"
+        and names_a_token(text[name_start:name_end])
+        and is_mangled(text[start:end])
+    ):
         return None, end
     return (start, end, "env_assignment" if own_line else "secret_assignment"), end
 
