@@ -344,8 +344,9 @@ def _is_text(value: str, strength: Strength, place: Place) -> bool:
     return is_name_like(value) or is_prose(value) or _code_value(value)
 
 
-# (``==`` ending the value is base64 padding, not a comparison: ``…oqeA==``)
-_OPERATORS = re.compile(r"->|::|=>|\|\||&&|==(?!\Z)")
+# (``==`` ending the value, or between token characters, is base64 padding, not a comparison:
+# ``…oqeA==``, ``…-e==n1k…``)
+_OPERATORS = re.compile(r"->|::|=>|\|\||&&|==(?!\Z)(?<![A-Za-z0-9_-]==)|==(?![A-Za-z0-9_-])(?!\Z)")
 
 
 def _code_value(value: str) -> bool:

@@ -94,9 +94,30 @@ def _real_token(secret: str) -> bool:
     return not is_not_a_secret(secret) and not is_name_like(secret)
 
 
+# OpenAI's project, service-account and admin keys carry "T3BlbkFJ" (base64 of "OpenAI") in the
+# middle: one of those forms without it is a malformed near-miss.
+_OPENAI_FORMS = ("sk-proj-", "sk-svcacct-", "sk-admin-")
+_OPENAI_MARK = "T3BlbkFJ"
+
+
 def _openai(secret: str) -> bool:
-    """``sk-ant-`` is Anthropic's: a key there that fails Anthropic's structure is no OpenAI key."""
+    """``sk-ant-`` is Anthropic's: a key there that fails Anthropic's structure is no OpenAI key;
+    nor is a project, service-account or admin key without OpenAI's mark."""
+    if secret.startswith(_OPENAI_FORMS) and _OPENAI_MARK not in secret:
+        return False
     return not secret.startswith("sk-ant-") and _real_token(secret)
+
+
+def _slack(secret: str) -> bool:
+    """Slack tokens end in a random part of 10+ characters with a letter (``xoxb-<team
+    id>-<bot id>-<24 characters>``, ``xoxp-…-<32 hex>``, ``xoxe-1-…``) or, in the oldest forms,
+    are two or more long numeric ids (``xoxa-<11 digits>-<13 digits>``); ``xoxb-12345-abcd234``,
+    ``xoxp-1234567890`` and ``xoxb-my-bot-token`` are not tokens."""
+    parts = secret.split("-")[1:]
+    last = parts[-1]
+    if len(last) >= 10 and not last.isdigit():
+        return _real_token(secret)
+    return len(parts) >= 2 and all(len(part) >= 8 and part.isdigit() for part in parts)
 
 
 def _anthropic(secret: str) -> bool:
@@ -171,14 +192,23 @@ PATTERNS: tuple[TokenPattern, ...] = (
         r"[A-Za-z0-9_-]{20,}+",
         boundary=_DASHED,
         end=False,
+        keep=_real_token,  # (a body of words is no token: glimt-my-tokens_are-correct)
     ),
-    *token("gitlab_token", "GR1348941", r"[A-Za-z0-9_-]{20,}+", boundary=_DASHED, end=False),
+    *token(
+        "gitlab_token",
+        "GR1348941",
+        r"[A-Za-z0-9_-]{20,}+",
+        boundary=_DASHED,
+        end=False,
+        keep=_real_token,
+    ),
     *token(
         "slack_token",
         "xoxa- xoxb- xoxp- xoxo- xoxs- xoxr- xoxe-",
         r"[0-9A-Za-z-]{10,}+",
         boundary=_DASHED,
         end=False,
+        keep=_slack,
     ),
     *token("slack_token", "xapp-", r"[0-9]-[A-Za-z0-9-]{20,}+", boundary=_DASHED, end=False),
     # Slack incoming webhooks (services/T…/B…/<secret>) and workflow webhooks and triggers

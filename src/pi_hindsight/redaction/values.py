@@ -114,6 +114,10 @@ _TYPE = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _NUMBER = re.compile(r"[-+]?[0-9]{1,11}(?:\.[0-9]+)?")
+# A quote cut a line of code short: the value is a name and an operator (``telegram_token = ``,
+# from ``x = "telegram_token = "…""``) or the start of a markup tag (``<xsd:element name=``).
+# (A blank before the operator: base64 padding follows its value at once.)
+_CUT_CODE = re.compile(r"[A-Za-z_][\w.-]{0,80}[ \t]+(?::=|=|:)[ \t]*|<[A-Za-z][\w:.-]{0,40}[ \t].*")
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,20}://([^/?#\s]*)")
 
 
@@ -127,6 +131,8 @@ def is_not_a_secret(value: str) -> bool:
     if lowered.rstrip().endswith(":") and lowered.rstrip(" :").replace(" ", "").isalpha():
         return True  # a prompt or label: "Password: "
     if _REFERENCE.fullmatch(value) or _MASK.fullmatch(value) or _NUMBER.fullmatch(value):
+        return True
+    if _CUT_CODE.fullmatch(value):
         return True
     if _PLACEHOLDER_PARTS.search(value) or _TYPE.fullmatch(value):
         return True
