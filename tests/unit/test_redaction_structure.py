@@ -52,7 +52,7 @@ def test_a_run_glued_to_others_by_a_non_token_character_is_no_token(
         assert redact(text).text == text, text
 
 
-@pytest.mark.parametrize("glue", list("?^"))
+@pytest.mark.parametrize("glue", list("?^$#*"))
 @pytest.mark.parametrize(
     "template", ["npm_token: {}\n", 'segmentApiKey = "{}"', "X_API_KEY={}\n", "--token={} x"]
 )
@@ -74,7 +74,7 @@ def test_a_password_or_secret_may_hold_any_character(template: str) -> None:
     assert value not in redact(template.format(value)).text
 
 
-@pytest.mark.parametrize("char", list("!|%$#&"))
+@pytest.mark.parametrize("char", list("!|%&~."))
 def test_characters_some_vendors_use_keep_a_token_named_value(char: str) -> None:
     value = _random(_ALNUM, 14) + "7" + char + _random(_ALNUM, 20)
     assert value not in redact(f'api_token = "{value}"').text
@@ -140,4 +140,26 @@ def test_base64_padding_inside_a_value_is_no_comparison() -> None:
     assert value not in redact(f'service_token := "{value}"').text
     # (a real comparison in a value is still code)
     text = 'token = "a == b"'
+    assert redact(text).text == text
+
+
+def test_url_credentials_need_a_host_after_the_at_sign() -> None:
+    password = _mixed(12)
+    assert password not in redact(f"amqps://deploy:{password}@rabbit.internal:5671").text
+    text = f"amqps://deploy:{password}@?abbit.internal"
+    assert redact(text).text == text
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["k{{e}y)s${a]fe(in[side>-_$#vault}}", "Tr0ub4dor&3$", "q7#Lm!x2$Vb9*Rt4^Wz8"],
+)
+def test_a_hand_typed_value_of_many_symbols_stays_a_secret(value: str) -> None:
+    assert value not in redact(f'api_key = "{value}"').text
+
+
+def test_a_leading_at_sign_is_no_token_start() -> None:
+    value = _mixed(32)
+    assert value not in redact(f"deploy token = '{value}'").text
+    text = f"deploy token = '@{value}'"
     assert redact(text).text == text

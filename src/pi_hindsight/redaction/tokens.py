@@ -393,7 +393,10 @@ PATTERNS: tuple[TokenPattern, ...] = (
     # a password that repeats the user name is a default or a demo: values.is_stand_in_pair).
     TokenPattern(
         "url_credentials",
-        re.compile(r"://([^\s:/?#@\[\]\"'<>]{0,256}+):(?!\1@)([^\s/?#@\"'<>]{1,256}+)@"),
+        # (a host starts with a letter, a digit or "[": "…:pass@?abbit" is a mangled string)
+        re.compile(
+            r"://([^\s:/?#@\[\]\"'<>]{0,256}+):(?!\1@)([^\s/?#@\"'<>]{1,256}+)@(?=[A-Za-z0-9\[])"
+        ),
         (("://", False),),
         group=2,
         keep=_real_password,

@@ -232,16 +232,22 @@ def is_code(value: str) -> bool:
     return _CODE.search(value) is not None
 
 
-# Characters no API key or token alphabet holds and no value written by hand in a key's place
-# holds either (base64, base64url, hex, base62 with ``_-.~:`` separators; ``%`` is URL encoding,
-# ``!`` and ``|`` appear in Salesforce and Facebook tokens, ``$`` and ``#`` in framework secrets).
-_NOT_TOKEN_CHARS = re.compile(r"[?^]")
+# Characters no API key or token alphabet holds (base64, base64url, hex, base62 with ``_-.~:``
+# separators; ``%`` is URL encoding, ``!`` and ``|`` appear in Salesforce and Facebook tokens,
+# ``&`` in SAS query strings).
+_NOT_TOKEN_CHARS = re.compile(r"[?^$#*]|\A@")
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9+/=_.~:-]")
 
 
 def is_mangled(value: str) -> bool:
-    """A value that cannot be a generated key or token: it holds a character no token alphabet
-    has (``u+C4lGv0?ct7Tl``, ``2xN7puSh%c^``): a mangled, masked or hand-written value."""
-    return _NOT_TOKEN_CHARS.search(value, 0, _ANALYSED) is not None
+    """A generated key or token with a character no token alphabet has in it (``u+C4lGv0?ct7Tl…``,
+    ``WAgP6m4gYc1qe$HnjWAAF5…``): 16+ characters, nearly all (85%) of a token alphabet, and one
+    of ``?^$#*`` (or a leading ``@``): mangled in a paste or by a test, not a working token. A value of many symbols
+    (``m{{h}o)p${e]…``) or a short one (``Tr0ub4dor&3$``) was typed by hand and stays a secret."""
+    value = value[:_ANALYSED]
+    if len(value) < 16 or _NOT_TOKEN_CHARS.search(value) is None:
+        return False
+    return len(_TOKEN_CHARS.findall(value)) * 100 >= len(value) * 85
 
 
 def looks_random(value: str, min_length: int = 16) -> bool:
