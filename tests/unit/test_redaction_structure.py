@@ -163,3 +163,30 @@ def test_a_leading_at_sign_is_no_token_start() -> None:
     assert value not in redact(f"deploy token = '{value}'").text
     text = f"deploy token = '@{value}'"
     assert redact(text).text == text
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        'System.setProperty("API_TOKEN", "{}");',
+        "headers.put('X-Api-Key', '{}')",
+        'os.environ.setdefault("DB_PASSWORD", "{}")',
+        '["client_secret", "{}"]',
+    ],
+)
+def test_a_secret_named_literal_beside_a_value_marks_the_value(template: str) -> None:
+    value = _mixed(20)
+    assert value not in redact(template.format(value)).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'ALLOWED = ["api_key", "secret_key", "token"]',
+        'field("password", "Enter your password")',
+        'header("X-Api-Key", "Authorization")',
+        'pair("monkey", "a8Fk29dLq0Zp3Xr7")',
+    ],
+)
+def test_names_and_labels_beside_a_secret_named_literal_stay(text: str) -> None:
+    assert redact(text).text == text

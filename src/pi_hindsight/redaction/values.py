@@ -240,10 +240,11 @@ _TOKEN_CHARS = re.compile(r"[A-Za-z0-9+/=_.~:-]")
 
 
 def is_mangled(value: str) -> bool:
-    """A generated key or token with a character no token alphabet has in it (``u+C4lGv0?ct7Tl…``,
+    """A generated key or token with a character no token alphabet has in it (``u+C4lGv0?ct…``,
     ``WAgP6m4gYc1qe$HnjWAAF5…``): 16+ characters, nearly all (85%) of a token alphabet, and one
-    of ``?^$#*`` (or a leading ``@``): mangled in a paste or by a test, not a working token. A value of many symbols
-    (``m{{h}o)p${e]…``) or a short one (``Tr0ub4dor&3$``) was typed by hand and stays a secret."""
+    of ``?^$#*`` (or a leading ``@``): mangled in a paste or by a test, not a working token. A
+    value of many symbols (``m{{h}o)p${e]…``) or a short one (``Tr0ub4dor&3$``) was typed by
+    hand and stays a secret."""
     value = value[:_ANALYSED]
     if len(value) < 16 or _NOT_TOKEN_CHARS.search(value) is None:
         return False
