@@ -77,6 +77,9 @@ NEW_SECRETS = {
     + "."
     + _b64url(b'{"sub":"' + _random(_ALNUM, 16).encode() + b'","role":"admin"}')
     + ".",
+    "pinecone_key": "pcsk_" + _random(_ALNUM, 6) + "_" + _random(_ALNUM, 63),
+    "rootly_token": "rootly_" + _random(_HEX, 64),
+    "tableau_token": _random(_ALNUM, 22) + "==:" + _random(_ALNUM, 32),
     # Sidekiq Pro's gem server credentials, beside the variable that names them
     "sidekiq_secret": "BUNDLE_GEMS__CONTRIBSYS__COM=" + _random(_HEX, 8) + ":" + _random(_HEX, 8),
 }

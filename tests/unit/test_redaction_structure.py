@@ -190,3 +190,39 @@ def test_a_secret_named_literal_beside_a_value_marks_the_value(template: str) ->
 )
 def test_names_and_labels_beside_a_secret_named_literal_stay(text: str) -> None:
     assert redact(text).text == text
+
+
+def _lower36(size: int) -> str:
+    return _random(string.ascii_lowercase + string.digits, size - 1) + "7"
+
+
+@pytest.mark.parametrize(
+    ("kind", "secret"),
+    [
+        ("pinecone_key", "pcsk_" + _mixed(8)[:6] + "_" + _mixed(64)[:63]),
+        ("rootly_token", "rootly_" + _random("0123456789abcdef", 64)),
+        (
+            "launchdarkly_key",
+            "sdk-" + "-".join(_lower36(n) for n in (8, 4, 4, 4, 12)),
+        ),
+        ("tableau_token", _mixed(24)[:22] + "==:" + _mixed(32)),
+        ("huggingface_token", "hf_" + _random(string.ascii_letters, 34)),
+        ("planetscale_token", "pscale_pw_" + _mixed(16) + "=" + _mixed(20) + "." + _mixed(8)),
+    ],
+)
+def test_vendor_formats_of_the_third_pass(kind: str, secret: str) -> None:
+    result = redact(f"config: {secret} done")
+    assert secret not in result.text
+    assert f"[REDACTED:{kind}]" in result.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pcsk_abcd_" + "Q" * 3 + "x9" * 30,  # a 4-character id
+        "pcsk_Ab3de_" + "k9Lm" * 17,  # 68 characters after the id: longer than a key
+        "YMqNfVWiTSa0QgpoJ9Gp==:" + "Zq8" * 11,  # 20 characters before the padding
+    ],
+)
+def test_vendor_shapes_of_the_wrong_length_are_left_alone(text: str) -> None:
+    assert redact(text).text == text

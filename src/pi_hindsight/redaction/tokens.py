@@ -100,6 +100,13 @@ _OPENAI_FORMS = ("sk-proj-", "sk-svcacct-", "sk-admin-")
 _OPENAI_MARK = "T3BlbkFJ"
 
 
+def _huggingface(secret: str) -> bool:
+    """Hugging Face access tokens are ``hf_`` and 34 letters: one of that shape is a token
+    even when its letters happen to read as camelCase humps; other bodies must not be names."""
+    body = secret[3:]
+    return (len(body) == 34 and body.isascii() and body.isalpha()) or _real_token(secret)
+
+
 def _openai(secret: str) -> bool:
     """``sk-ant-`` is Anthropic's: a key there that fails Anthropic's structure is no OpenAI key;
     nor is a project, service-account or admin key without OpenAI's mark."""
@@ -255,7 +262,7 @@ PATTERNS: tuple[TokenPattern, ...] = (
     *token("google_api_key", "AIza", r"[0-9A-Za-z_-]{35}", boundary=_DASHED),
     *token("google_oauth_token", "ya29.", r"[0-9A-Za-z_-]{20,}+", boundary=_DASHED, end=False),
     *token("google_oauth_client_secret", "GOCSPX-", r"[A-Za-z0-9_-]{28}", boundary=_DASHED),
-    *token("huggingface_token", "hf_", r"[A-Za-z0-9]{30,}+", keep=_real_token),
+    *token("huggingface_token", "hf_", r"[A-Za-z0-9]{30,}+", keep=_huggingface),
     *token("huggingface_token", "api_org_", r"[A-Za-z0-9]{34}"),
     *token("pypi_token", "pypi-AgE", r"[A-Za-z0-9_-]{50,}+", boundary=_DASHED, end=False),
     *token("rubygems_token", "rubygems_", r"[0-9a-f]{48}"),
@@ -332,7 +339,7 @@ PATTERNS: tuple[TokenPattern, ...] = (
     *token(
         "planetscale_token",
         "pscale_pw_ pscale_tkn_ pscale_oauth_",
-        r"[A-Za-z0-9_-]{32,}+",
+        r"[A-Za-z0-9_=.-]{32,}+",
         boundary=_DASHED,
         end=False,
     ),
