@@ -226,3 +226,23 @@ def test_vendor_formats_of_the_third_pass(kind: str, secret: str) -> None:
 )
 def test_vendor_shapes_of_the_wrong_length_are_left_alone(text: str) -> None:
     assert redact(text).text == text
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "ACRPWD={}\n",
+        "DUO_SKEY={}\n",
+        "-storagekey {} -container backups",
+        "--conf spark.copydata.storageaccountkey={} \\",
+    ],
+)
+def test_compound_secret_names(template: str) -> None:
+    value = _mixed(40)
+    assert value not in redact(template.format(value)).text
+
+
+@pytest.mark.parametrize("name", ["monkey", "whiskey", "hotkey", "turkey", "primarykey"])
+def test_words_ending_in_key_are_no_secret_names(name: str) -> None:
+    text = f"{name} = {_mixed(20)}"
+    assert redact(text).text == text
