@@ -246,3 +246,19 @@ def test_compound_secret_names(template: str) -> None:
 def test_words_ending_in_key_are_no_secret_names(name: str) -> None:
     text = f"{name} = {_mixed(20)}"
     assert redact(text).text == text
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        'DOCKER_AUTH_CONFIG={{\\"auths\\":{{\\"reg.example.com\\":{{\\"auth\\":\\"{}\\"}}}}}}',
+        '{{\\"password\\": \\"{}\\", \\"user\\": \\"deploy\\"}}',
+        'body = "{{\\\\\\"api_key\\\\\\": \\\\\\"{}\\\\\\"}}"',
+    ],
+)
+def test_json_inside_a_string_keeps_its_secrets_out(template: str) -> None:
+    value = _mixed(28) + "=="
+    text = template.format(value)
+    result = redact(text).text
+    assert value.rstrip("=") not in result, text
+    assert "deploy" in result or "reg.example.com" in result or "api_key" in result

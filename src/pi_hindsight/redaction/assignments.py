@@ -48,8 +48,11 @@ _BARE = re.compile(_BARE_VALUE)
 _VALUE_REACH = 4098  # a quoted value of up to 4096 characters and its closing quote
 # OPERATOR with the operator proper as group 1, an empty group 2 where the value starts, and
 # what the value starts with: a quote (group 3) or a bare value (group 4): one match per name.
-_OPENING = re.compile(OPERATOR.replace("(?:", "(", 1) + rf"()(?:([\"'`])|({_BARE_VALUE}))?")
+_OPENING = re.compile(
+    OPERATOR.replace("(?:", "(", 1) + rf"()(?:(\\{{0,3}}+[\"'`])|({_BARE_VALUE}))?"
+)
 _SHELL_VALUE = re.compile(r"[^\s\"'`]{1,4096}+")
+_ESCAPED_QUOTE = re.compile(r"\\{1,3}+[\"']")
 # A call wrapping a string literal: String::from("…"), SecretStr("…"), Secret.new('…')
 _CALL_LITERAL = re.compile(r"\([ \t]{0,16}([\"'])([^\"'\r\n]{1,1024})\1")
 # Kubernetes/ECS environment lists: name: DB_PASSWORD / value: …, {"name": …, "value": …}
@@ -169,6 +172,11 @@ def _assignment(
         match = _XML_TEXT.match(text, value_start, line_end)
         value: _Value | None = None if match is None else (value_start, match.end() - 2, "bare")
         resume = 0 if value is None else value[1]
+    elif (escaped := _ESCAPED_QUOTE.match(text, value_start)) is not None:
+        # JSON inside a string ({\"auth\":\"…\"}): the value ends at the escaped quote.
+        close = text.find(escaped.group(), escaped.end(), line_end)
+        value = None if close < 0 else (escaped.end(), close, "quoted")
+        resume = max(close, escaped.end())
     elif value_start < len(text) and text[value_start] in "\"'`":
         # A quoted name is a JSON or dict key: its value follows the inline rules even on a
         # line of its own (``"forgotPassword": "Forgot password?"`` is a label).
