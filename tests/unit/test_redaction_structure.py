@@ -262,3 +262,10 @@ def test_json_inside_a_string_keeps_its_secrets_out(template: str) -> None:
     result = redact(text).text
     assert value.rstrip("=") not in result, text
     assert "deploy" in result or "reg.example.com" in result or "api_key" in result
+
+
+def test_a_url_with_a_random_path_segment_under_a_secret_name_is_a_secret() -> None:
+    url = "https://hooks.example.com/hooks/catch/" + _mixed(24)
+    assert url not in redact(f"webhook_token = '{url}'").text
+    plain = "webhook_token = 'https://docs.example.com/guides/webhooks/setup'"
+    assert redact(plain).text == plain

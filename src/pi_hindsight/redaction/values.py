@@ -140,12 +140,16 @@ def is_not_a_secret(value: str) -> bool:
 
 
 def _harmless_url(value: str) -> bool:
-    """A URL whose authority carries no credentials, or only stand-in ones."""
+    """A URL whose authority carries no credentials, or only stand-in ones, and whose path holds
+    no random segment (a webhook's URL is its secret: ``…/hooks/catch/<token>``)."""
     url = _URL.match(value)
     if url is None:
         return False
     userinfo, at, _ = url.group(1).rpartition("@")
-    return not at or is_stand_in_pair(*userinfo.partition(":")[::2])
+    if at and not is_stand_in_pair(*userinfo.partition(":")[::2]):
+        return False
+    path = value[url.end() :].split("?", 1)[0].split("#", 1)[0]
+    return not any(looks_random(segment, 16) for segment in path.split("/"))
 
 
 def is_stand_in_pair(user: str, password: str) -> bool:
