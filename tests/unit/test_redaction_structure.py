@@ -265,7 +265,7 @@ def test_json_inside_a_string_keeps_its_secrets_out(template: str) -> None:
 
 
 def test_a_url_with_a_random_path_segment_under_a_secret_name_is_a_secret() -> None:
-    url = "https://hooks.example.com/hooks/catch/" + _mixed(24)
+    url = "https://hooks.acme-corp.io/hooks/catch/" + _mixed(24)
     assert url not in redact(f"webhook_token = '{url}'").text
-    plain = "webhook_token = 'https://docs.example.com/guides/webhooks/setup'"
+    plain = "webhook_token = 'https://docs.acme-corp.io/guides/webhooks/setup'"
     assert redact(plain).text == plain
