@@ -189,14 +189,9 @@ def _assignment(
     if value is None:
         return None, resume
     start, end, place = value
-    if not _is_secret(text[start:end], strength, place):
-        return None, end
-    # (a password's name never names a token: adversarial text repeats "password=" most)
-    if (
-        strength != "password"
-        and names_a_token(text[name_start:name_end])
-        and is_mangled(text[start:end])
-    ):
+    # (the name is passed only where it can name a token: adversarial text repeats "password=")
+    name = "" if strength == "password" else text[name_start:name_end]
+    if not _is_secret(text[start:end], strength, place, name):
         return None, end
     return (start, end, "env_assignment" if own_line else "secret_assignment"), end
 
@@ -314,19 +309,23 @@ _MINIMUM: dict[tuple[str, str], int] = {
 _SHORTEST = {"password": 6, "strong": 8, "weak": 16}
 
 
-def _is_secret(value: str, strength: Strength, place: Place) -> bool:
+def _is_secret(value: str, strength: Strength, place: Place, name: str = "") -> bool:
     # Memoised for short values: adversarial text repeats the same assignment thousands of times.
     return (
-        _judge(value, strength, place)
+        _judge(value, strength, place, name)
         if len(value) <= 128
-        else _judge.__wrapped__(value, strength, place)
+        else _judge.__wrapped__(value, strength, place, name)
     )
 
 
 @functools.lru_cache(maxsize=4096)
-def _judge(value: str, strength: Strength, place: Place) -> bool:
+def _judge(value: str, strength: Strength, place: Place, name: str) -> bool:
+    """Whether ``value`` assigned to a name of ``strength`` at ``place`` is a secret; a key's or
+    token's ``name`` (when given) also rules out a generated token mangled (values.is_mangled)."""
     value = value.strip()
     if not value or is_not_a_secret(value) or (place == "line" and _is_line_reference(value)):
+        return False
+    if name and names_a_token(name) and is_mangled(value):
         return False
     if strength == "weak":
         return looks_random(value)
