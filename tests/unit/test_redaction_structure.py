@@ -269,3 +269,10 @@ def test_a_url_with_a_random_path_segment_under_a_secret_name_is_a_secret() -> N
     assert url not in redact(f"webhook_token = '{url}'").text
     plain = "webhook_token = 'https://docs.acme-corp.io/guides/webhooks/setup'"
     assert redact(plain).text == plain
+
+
+def test_a_mangled_query_value_is_no_token() -> None:
+    value = _mixed(28)
+    assert value not in redact(f"https://api.acme-corp.io/v1/list?apikey={value}").text
+    text = f"https://api.acme-corp.io/v1/list?apikey={value[:14]}%c^{value[14:]}"
+    assert redact(text).text == text

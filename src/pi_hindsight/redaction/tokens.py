@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from pi_hindsight.redaction.checksums import crc32_base62_valid
 from pi_hindsight.redaction.placeholders import is_placeholder
 from pi_hindsight.redaction.source import Hit, Source
-from pi_hindsight.redaction.values import entropy, is_name_like, is_not_a_secret, looks_random
+from pi_hindsight.redaction.values import (
+    entropy,
+    is_mangled,
+    is_name_like,
+    is_not_a_secret,
+    looks_random,
+)
 
 __all__ = ["PATTERNS", "TokenPattern", "find_tokens", "token"]
 
@@ -98,6 +104,11 @@ def _real_token(secret: str) -> bool:
 # middle: one of those forms without it is a malformed near-miss.
 _OPENAI_FORMS = ("sk-proj-", "sk-svcacct-", "sk-admin-")
 _OPENAI_MARK = "T3BlbkFJ"
+
+
+def _query_token(secret: str) -> bool:
+    """A URL's query value: a token, not a generated token mangled (values.is_mangled)."""
+    return _real_token(secret) and not is_mangled(secret)
 
 
 def _huggingface(secret: str) -> bool:
@@ -433,7 +444,7 @@ PATTERNS: tuple[TokenPattern, ...] = (
         ),
         group=1,
         lowered=True,
-        keep=_real_token,
+        keep=_query_token,
     ),
     # Authorization headers and bare bearer tokens (matched in the lowered text)
     TokenPattern(
