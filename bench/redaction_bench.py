@@ -115,6 +115,8 @@ EXTRA_UNITS = (
     '=="abcdef12"',
     '"x1y2z3w4" == password ',
     'setPassword("x1y2z3w4") ',
+    '"api_token", "x1y2z3w4", ',
+    '"a", "b", ',
     "==",
     '("',
     "|",

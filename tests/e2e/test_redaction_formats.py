@@ -77,8 +77,17 @@ NEW_SECRETS = {
     + "."
     + _b64url(b'{"sub":"' + _random(_ALNUM, 16).encode() + b'","role":"admin"}')
     + ".",
+    "pinecone_key": "pcsk_" + _random(_ALNUM, 6) + "_" + _random(_ALNUM, 63),
+    "rootly_token": "rootly_" + _random(_HEX, 64),
+    "tableau_token": _random(_ALNUM, 22) + "==:" + _random(_ALNUM, 32),
     # Sidekiq Pro's gem server credentials, beside the variable that names them
     "sidekiq_secret": "BUNDLE_GEMS__CONTRIBSYS__COM=" + _random(_HEX, 8) + ":" + _random(_HEX, 8),
+}
+# Forms newly recognised around a value: a Makefile's conditional assignment, a secret-named
+# literal passed beside its value (line template, value).
+NEW_FORMS = {
+    "makefile": ("DEPLOY_TOKEN ?= {}", _random(_ALNUM, 28) + "7q"),
+    "literal_pair": ('System.setProperty("API_TOKEN", "{}");', _random(_ALNUM, 28) + "4k"),
 }
 USER_TOKEN = "acme_" + _random(string.ascii_lowercase + string.digits, 12)
 ALLOWED = "sk_test_" + _random(_ALNUM, 30)  # a published test key the user allows
@@ -103,10 +112,11 @@ def test_new_vendor_formats_and_user_rules_end_to_end(pi_world: PiWorld, tmp_pat
 
     marker = f"Vega{uuid.uuid4().hex[:8]}"
     lines = "\n".join(f"- {kind}: {value}" for kind, value in NEW_SECRETS.items())
+    code = "\n".join(template.format(value) for template, value in NEW_FORMS.values())
     pi_world.run(
         repo,
         f"Our deploy host is called {marker}. Its credentials, for the record:\n{lines}\n"
-        f"- internal: {USER_TOKEN}\n- public test key: {ALLOWED}",
+        f"- internal: {USER_TOKEN}\n- public test key: {ALLOWED}\nand in the build:\n{code}\n",
     )
     pi_world.drain()
 
@@ -116,6 +126,8 @@ def test_new_vendor_formats_and_user_rules_end_to_end(pi_world: PiWorld, tmp_pat
     for kind, value in NEW_SECRETS.items():
         assert value not in held, kind
         assert f"[REDACTED:{kind}]" in held, kind
+    for form, (_, value) in NEW_FORMS.items():
+        assert value not in held, form
     assert USER_TOKEN not in held and "[REDACTED:acme_token]" in held
     assert ALLOWED in held, "the allow entry was redacted all the same"
 
@@ -126,4 +138,6 @@ def test_new_vendor_formats_and_user_rules_end_to_end(pi_world: PiWorld, tmp_pat
     assert "<hindsight-memory" in later, "the later session was given no memory"
     for kind, value in NEW_SECRETS.items():
         assert value not in later, kind
+    for form, (_, value) in NEW_FORMS.items():
+        assert value not in later, form
     assert USER_TOKEN not in later

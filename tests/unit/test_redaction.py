@@ -55,7 +55,11 @@ CAUGHT = [
     ("postgres://admin:s3cr3tP4ss@db.example.com/app", "s3cr3tP4ss", "url_credentials"),
     ("https://h.example/x?api_key=abcd1234efgh&x=1", "abcd1234efgh", "url_query_secret"),
     ("凭证为" + HINDSIGHT_KEY + "。", HINDSIGHT_KEY, "hindsight_api_key"),
-    ("OPENAI_API_KEY=sk-proj-" + "Ab1" * 16, "sk-proj-" + "Ab1" * 16, "openai_api_key"),
+    (
+        "OPENAI_API_KEY=sk-proj-" + "Ab1" * 8 + "T3BlbkFJ" + "Ab1" * 8,
+        "sk-proj-" + "Ab1" * 8 + "T3BlbkFJ" + "Ab1" * 8,
+        "openai_api_key",
+    ),
     ("sk-ant-api03-" + "x1Y2z" * 17 + "q4kW7tQ9AA", "sk-ant-api03-x1Y2", "anthropic_api_key"),
     ("sk-ant-" + "x1Y2z9Qw" * 5, "sk-ant-" + "x1Y2z9Qw" * 5, "anthropic_api_key"),
     ("xoxb-739146205813-482057361924-qZ7kR2mW9xTb", "xoxb-739146205813", "slack_token"),

@@ -29,10 +29,11 @@ from collections.abc import Iterator
 from typing import Literal
 
 from pi_hindsight.redaction.finder import OPERATOR, Names
-from pi_hindsight.redaction.names import Strength
+from pi_hindsight.redaction.names import Strength, names_a_token
 from pi_hindsight.redaction.source import Hit, Lines, Source
 from pi_hindsight.redaction.values import (
     is_code,
+    is_mangled,
     is_name_like,
     is_not_a_secret,
     is_prose,
@@ -47,8 +48,11 @@ _BARE = re.compile(_BARE_VALUE)
 _VALUE_REACH = 4098  # a quoted value of up to 4096 characters and its closing quote
 # OPERATOR with the operator proper as group 1, an empty group 2 where the value starts, and
 # what the value starts with: a quote (group 3) or a bare value (group 4): one match per name.
-_OPENING = re.compile(OPERATOR.replace("(?:", "(", 1) + rf"()(?:([\"'`])|({_BARE_VALUE}))?")
+_OPENING = re.compile(
+    OPERATOR.replace("(?:", "(", 1) + rf"()(?:(\\{{0,3}}+[\"'`])|({_BARE_VALUE}))?"
+)
 _SHELL_VALUE = re.compile(r"[^\s\"'`]{1,4096}+")
+_ESCAPED_QUOTE = re.compile(r"\\{1,3}+[\"']")
 # A call wrapping a string literal: String::from("…"), SecretStr("…"), Secret.new('…')
 _CALL_LITERAL = re.compile(r"\([ \t]{0,16}([\"'])([^\"'\r\n]{1,1024})\1")
 # Kubernetes/ECS environment lists: name: DB_PASSWORD / value: …, {"name": …, "value": …}
@@ -168,6 +172,11 @@ def _assignment(
         match = _XML_TEXT.match(text, value_start, line_end)
         value: _Value | None = None if match is None else (value_start, match.end() - 2, "bare")
         resume = 0 if value is None else value[1]
+    elif (escaped := _ESCAPED_QUOTE.match(text, value_start)) is not None:
+        # JSON inside a string ({\"auth\":\"…\"}): the value ends at the escaped quote.
+        close = text.find(escaped.group(), escaped.end(), line_end)
+        value = None if close < 0 else (escaped.end(), close, "quoted")
+        resume = max(close, escaped.end())
     elif value_start < len(text) and text[value_start] in "\"'`":
         # A quoted name is a JSON or dict key: its value follows the inline rules even on a
         # line of its own (``"forgotPassword": "Forgot password?"`` is a label).
@@ -180,7 +189,9 @@ def _assignment(
     if value is None:
         return None, resume
     start, end, place = value
-    if not _is_secret(text[start:end], strength, place):
+    # (the name is passed only where it can name a token: adversarial text repeats "password=")
+    name = "" if strength == "password" else text[name_start:name_end]
+    if not _is_secret(text[start:end], strength, place, name):
         return None, end
     return (start, end, "env_assignment" if own_line else "secret_assignment"), end
 
@@ -298,19 +309,23 @@ _MINIMUM: dict[tuple[str, str], int] = {
 _SHORTEST = {"password": 6, "strong": 8, "weak": 16}
 
 
-def _is_secret(value: str, strength: Strength, place: Place) -> bool:
+def _is_secret(value: str, strength: Strength, place: Place, name: str = "") -> bool:
     # Memoised for short values: adversarial text repeats the same assignment thousands of times.
     return (
-        _judge(value, strength, place)
+        _judge(value, strength, place, name)
         if len(value) <= 128
-        else _judge.__wrapped__(value, strength, place)
+        else _judge.__wrapped__(value, strength, place, name)
     )
 
 
 @functools.lru_cache(maxsize=4096)
-def _judge(value: str, strength: Strength, place: Place) -> bool:
+def _judge(value: str, strength: Strength, place: Place, name: str) -> bool:
+    """Whether ``value`` assigned to a name of ``strength`` at ``place`` is a secret; a key's or
+    token's ``name`` (when given) also rules out a generated token mangled (values.is_mangled)."""
     value = value.strip()
     if not value or is_not_a_secret(value) or (place == "line" and _is_line_reference(value)):
+        return False
+    if name and names_a_token(name) and is_mangled(value):
         return False
     if strength == "weak":
         return looks_random(value)
@@ -336,8 +351,9 @@ def _is_text(value: str, strength: Strength, place: Place) -> bool:
     return is_name_like(value) or is_prose(value) or _code_value(value)
 
 
-# (``==`` ending the value is base64 padding, not a comparison: ``…oqeA==``)
-_OPERATORS = re.compile(r"->|::|=>|\|\||&&|==(?!\Z)")
+# (``==`` ending the value, or between token characters, is base64 padding, not a comparison:
+# ``…oqeA==``, ``…-e==n1k…``)
+_OPERATORS = re.compile(r"->|::|=>|\|\||&&|==(?!\Z)(?<![A-Za-z0-9_-]==)|==(?![A-Za-z0-9_-])(?!\Z)")
 
 
 def _code_value(value: str) -> bool:

@@ -2,7 +2,9 @@
 
 - ``if (api_key == "…")``, ``password !== '…'`` and the reverse ``"…" == password``;
 - a call of a secret-named function with one string literal: ``setPassword("…")``,
-  ``secret('…')``, ``withApiKey("…")``.
+  ``secret('…')``, ``withApiKey("…")``;
+- a secret-named string literal and a literal side by side: ``System.setProperty("API_TOKEN",
+  "…")``, ``headers.put("X-Api-Key", "…")``, ``os.environ.setdefault("DB_PASSWORD", "…")``.
 
 Both are anchored on a literal that is rare in ordinary text (the comparison operator, or ``("``
 / ``('``); the value is the quoted literal (no quote or line break inside, at most 256
@@ -18,13 +20,26 @@ import functools
 import re
 from collections.abc import Iterator
 
-from pi_hindsight.redaction.names import Strength, name_strength
+from pi_hindsight.redaction.names import Strength, name_strength, names_a_token
 from pi_hindsight.redaction.source import Hit, Source
-from pi_hindsight.redaction.values import is_name_like, is_not_a_secret, is_prose, looks_random
+from pi_hindsight.redaction.values import (
+    is_mangled,
+    is_name_like,
+    is_not_a_secret,
+    is_prose,
+    looks_random,
+)
 
 __all__ = ["TRIGGERS", "find_comparisons"]
 
-TRIGGERS = (("==", False), ("!=", False), ('("', False), ("('", False))
+TRIGGERS = (
+    ("==", False),
+    ("!=", False),
+    ('("', False),
+    ("('", False),
+    ('",', False),
+    ("',", False),
+)
 
 # Each pattern starts with its operator as a literal (re scans for it in C; a pattern starting
 # with a set or an alternation is tried at every position) and matches only where a quoted value
@@ -38,6 +53,19 @@ _REVERSE = tuple(
 )
 _LITERAL = re.compile(r"[^\"'`\r\n]{4,256}")
 _CALL = re.compile(r"\([ \t]{0,16}+([\"'])([^\"'\r\n]{4,256}+)\1[ \t]{0,16}+\)")
+# "NAME", "value": anchored on the quote and comma after the name (a literal: scanned in C),
+# which must end in a secret word (the lookbehinds, also in C: text made of other pairs costs
+# no Python); then a quoted value. The name is read back from its opening quote.
+_NAME_ENDINGS = "token key secret password passwd passphrase pwd pass credentials credential creds"
+_PAIR = tuple(
+    re.compile(
+        re.escape(quote + ",")
+        + "(?:"
+        + "|".join(f"(?<=(?i:{word}){re.escape(quote)},)" for word in _NAME_ENDINGS.split())
+        + r")[ \t]{0,16}+([\"'])([^\"'\r\n]{4,256}+)\1"
+    )
+    for quote in "\"'"
+)
 # The name before a position, matched (anchored, in C) in the reversed text: blanks, an optional
 # closing quote or bracket, then up to 64 name characters.
 _NAME_BEFORE_REVERSED = re.compile(r"[ \t]{0,16}+[\"'\]]?([\w$]{1,64}+)")
@@ -77,6 +105,22 @@ class _Before:
         return None if match is None else _strength(match.group(1)[::-1])
 
 
+_PAIR_NAME = re.compile(r"[\w.-]{1,64}")
+
+
+# Memoised: adversarial text repeats one pair thousands of times.
+@functools.lru_cache(maxsize=4096)
+def _pair_secret(name: str, value: str) -> bool:
+    """Whether ``value`` passed beside the quoted ``name`` is a secret (and not a generated
+    token mangled in it: values.is_mangled)."""
+    if _PAIR_NAME.fullmatch(name) is None:
+        return False
+    strength = name_strength(name)
+    if not strength or not _secret_value(value, strength):
+        return False
+    return not (names_a_token(name) and is_mangled(value))
+
+
 def find_comparisons(source: Source) -> Iterator[Hit]:
     text = source.text
     before = _Before(text)
@@ -92,6 +136,12 @@ def find_comparisons(source: Source) -> Iterator[Hit]:
         strength = before.strength(match.start())
         if strength and _secret_value(match.group(2), strength):
             yield (match.start(2), match.end(2), "secret_call")
+    for quote, regex in zip("\"'", _PAIR, strict=True):
+        for match in regex.finditer(text):
+            close = match.start()
+            opening = text.rfind(quote, max(0, close - 65), close)
+            if opening >= 0 and _pair_secret(text[opening + 1 : close], match.group(2)):
+                yield (match.start(2), match.end(2), "secret_call")
 
 
 def _reverse(text: str, match: re.Match[str]) -> Iterator[Hit]:

@@ -42,6 +42,9 @@ _TOKEN_MASK = bytes(
 _SIXTEEN = b"\x01" * 16
 _RUN = re.compile(r"[A-Za-z0-9+/_-]{16,1024}+(?:={1,2}(?![A-Za-z0-9_]))?")
 _WORD = re.compile(r"[a-z0-9]+")
+# Characters that join a run of token characters into a longer non-token string.
+_GLUE = frozenset("?^%$#*")
+_CLOSE = frozenset(")]}")
 _SENTENCE_END = re.compile(r"[.!?;][ \t\r\n]|\n[ \t]*\n")
 _BLOCKERS = word_set(
     """commit commits sha sha1 sha256 sha512 md5 hash hashes hashed digest checksum fingerprint
@@ -120,6 +123,8 @@ def find_by_context(source: Source) -> Iterator[Hit]:
         token_end = token.end() if token is not None else candidate.end()
         scanned = token_end
         value = text[token_start:token_end]
+        if _fragment(text, token_start, token_end):
+            continue
         if not looks_random(value, 16) or is_not_a_secret(value):
             continue  # (judged first: memoised, and most candidates fail it)
         # The nearest secret name before the token (any, weak ones too) is the one the gap is
@@ -149,6 +154,22 @@ def _candidate(source: Source, start: int, window_end: int) -> re.Match[str] | N
         return None
     candidate = _CANDIDATE.search(text, start + at, end)
     return None if candidate is None or candidate.start() >= window_end else candidate
+
+
+def _fragment(text: str, start: int, end: int) -> bool:
+    """Whether the run ``text[start:end]`` is a piece of a longer string joined by a character
+    no token alphabet has (``'lk3p?r2itd…'``, ``'…Sw%c^lmmX'``): a generated token is a word
+    of its own, so such a run is a mangled or masked value, not a token. A question mark ending
+    a sentence after a token (``… abc123?`` then a blank) is no glue."""
+    if start and text[start - 1] in _GLUE:
+        return True
+    if end >= len(text):
+        return False
+    follower = text[end]
+    after = text[end + 1 : end + 2]
+    if follower in _GLUE or follower == "@":
+        return bool(after) and not after.isspace() and not (follower == "?" and after in _CLOSE)
+    return False
 
 
 def _gap_ok(lowered: str, name_start: int, keyword_end: int, token: str, token_start: int) -> bool:

@@ -42,8 +42,10 @@ __all__ = ["HINTS", "OPERATOR", "Names"]
 HINTS = (("pw", True), ("value", False))
 
 # What follows a key name that is assigned a value: an optional closing quote, the operator,
-# blanks. Not ``==``, ``::``, ``=~``, ``://``. (assignments.py reads the value after it.)
-OPERATOR = r"[\"'`]?[ \t]{0,16}(?::=|=>|=(?![=~])|\?:|:(?![:/]))[ \t]{0,16}"
+# blanks (``?=``: a Makefile's conditional assignment; ``\\"``: JSON inside a string). Not
+# ``==``, ``::``, ``=~``, ``://``.
+# (assignments.py reads the value after it.)
+OPERATOR = r"\\{0,3}+[\"'`]?[ \t]{0,16}(?::=|=>|=(?![=~])|\?:|\?=|:(?![:/]))[ \t]{0,16}"
 
 _NAME_SET = frozenset(NAME_CHARS)
 _VENDORS = frozenset(VENDOR_WORDS)

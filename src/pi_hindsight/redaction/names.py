@@ -70,7 +70,7 @@ SECRET_WORDS = (
 )
 
 _PASSWORD_PARTS = frozenset({"pass", "password", "passwd", "passphrase", "pwd", "pw"})
-_PASSWORD_SUFFIXES = ("password", "passwd", "passphrase", "pass")
+_PASSWORD_SUFFIXES = ("password", "passwd", "passphrase", "pass", "pwd")
 # English words ending in "pass" that are not passwords.
 _NOT_PASSWORDS = frozenset(
     {"bypass", "compass", "encompass", "overpass", "underpass", "surpass", "trespass"}
@@ -101,6 +101,8 @@ KEY_QUALIFIERS = word_set(
     developer dev integration"""
 )
 _WEAK_PARTS = frozenset({"auth", "dockerconfigjson", "dockercfg"})
+# Qualifiers long enough to be told apart at the end of a word ("monkey", "hotkey" stay).
+_QUALIFIER_ENDINGS = tuple(word for word in KEY_QUALIFIERS if len(word) >= 5)
 # Keys that are not secrets: primary_key, cache_key, ssh_key (a path or a public key), …
 NOT_SECRET_KEYS = word_set(
     """primary foreign sort partition cache public pub ssh gpg pgp idempotency object s3 redis
@@ -180,6 +182,8 @@ def _word_strength(parts: list[str], index: int) -> Strength | None:
         return "strong"
     if part == "key" and index and parts[index - 1] in KEY_QUALIFIERS:
         return "strong"
+    if part == "skey" or (part.endswith("key") and part[:-3].endswith(_QUALIFIER_ENDINGS)):
+        return "strong"  # Duo's skey; a qualifier run into "key": storagekey, storageaccountkey
     return None
 
 
@@ -208,3 +212,17 @@ def prose_key(text: str, lowered: str, start: int) -> Strength | Literal["vendor
     if previous in KEY_QUALIFIERS:
         return "strong"
     return None if previous in NOT_SECRET_KEYS else "vendor"
+
+
+# The words that name a generated credential, whose value is drawn from a token alphabet (the
+# name of a secret or a password may hold anything a person typed).
+_TOKEN_WORDS = ("token", "key", "apikey")
+_PERSON_WORDS = ("secret", "credential", "creds", *_PASSWORD_SUFFIXES, "pwd")
+
+
+def names_a_token(name: str) -> bool:
+    """Whether ``name`` (a secret name) names an API key or token rather than a secret or a
+    password: ``npmtoken``, ``segmentApiKey``, ``X-Api-Key``; not ``client_secret``,
+    ``SECRET_KEY`` (framework secret keys hold symbols), ``token_password``."""
+    lowered = name.lower()
+    return lowered.endswith(_TOKEN_WORDS) and not any(word in lowered for word in _PERSON_WORDS)

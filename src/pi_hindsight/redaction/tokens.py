@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from pi_hindsight.redaction.checksums import crc32_base62_valid
 from pi_hindsight.redaction.placeholders import is_placeholder
 from pi_hindsight.redaction.source import Hit, Source
-from pi_hindsight.redaction.values import entropy, is_name_like, is_not_a_secret, looks_random
+from pi_hindsight.redaction.values import (
+    entropy,
+    is_mangled,
+    is_name_like,
+    is_not_a_secret,
+    looks_random,
+)
 
 __all__ = ["PATTERNS", "TokenPattern", "find_tokens", "token"]
 
@@ -94,9 +100,42 @@ def _real_token(secret: str) -> bool:
     return not is_not_a_secret(secret) and not is_name_like(secret)
 
 
+# OpenAI's project, service-account and admin keys carry "T3BlbkFJ" (base64 of "OpenAI") in the
+# middle: one of those forms without it is a malformed near-miss.
+_OPENAI_FORMS = ("sk-proj-", "sk-svcacct-", "sk-admin-")
+_OPENAI_MARK = "T3BlbkFJ"
+
+
+def _query_token(secret: str) -> bool:
+    """A URL's query value: a token, not a generated token mangled (values.is_mangled)."""
+    return _real_token(secret) and not is_mangled(secret)
+
+
+def _huggingface(secret: str) -> bool:
+    """Hugging Face access tokens are ``hf_`` and 34 letters: one of that shape is a token
+    even when its letters happen to read as camelCase humps; other bodies must not be names."""
+    body = secret[3:]
+    return (len(body) == 34 and body.isascii() and body.isalpha()) or _real_token(secret)
+
+
 def _openai(secret: str) -> bool:
-    """``sk-ant-`` is Anthropic's: a key there that fails Anthropic's structure is no OpenAI key."""
+    """``sk-ant-`` is Anthropic's: a key there that fails Anthropic's structure is no OpenAI key;
+    nor is a project, service-account or admin key without OpenAI's mark."""
+    if secret.startswith(_OPENAI_FORMS) and _OPENAI_MARK not in secret:
+        return False
     return not secret.startswith("sk-ant-") and _real_token(secret)
+
+
+def _slack(secret: str) -> bool:
+    """Slack tokens end in a random part of 10+ characters with a letter (``xoxb-<team
+    id>-<bot id>-<24 characters>``, ``xoxp-…-<32 hex>``, ``xoxe-1-…``) or, in the oldest forms,
+    are two or more long numeric ids (``xoxa-<11 digits>-<13 digits>``); ``xoxb-12345-abcd234``,
+    ``xoxp-1234567890`` and ``xoxb-my-bot-token`` are not tokens."""
+    parts = secret.split("-")[1:]
+    last = parts[-1]
+    if len(last) >= 10 and not last.isdigit():
+        return _real_token(secret)
+    return len(parts) >= 2 and all(len(part) >= 8 and part.isdigit() for part in parts)
 
 
 def _anthropic(secret: str) -> bool:
@@ -171,14 +210,23 @@ PATTERNS: tuple[TokenPattern, ...] = (
         r"[A-Za-z0-9_-]{20,}+",
         boundary=_DASHED,
         end=False,
+        keep=_real_token,  # (a body of words is no token: glimt-my-tokens_are-correct)
     ),
-    *token("gitlab_token", "GR1348941", r"[A-Za-z0-9_-]{20,}+", boundary=_DASHED, end=False),
+    *token(
+        "gitlab_token",
+        "GR1348941",
+        r"[A-Za-z0-9_-]{20,}+",
+        boundary=_DASHED,
+        end=False,
+        keep=_real_token,
+    ),
     *token(
         "slack_token",
         "xoxa- xoxb- xoxp- xoxo- xoxs- xoxr- xoxe-",
         r"[0-9A-Za-z-]{10,}+",
         boundary=_DASHED,
         end=False,
+        keep=_slack,
     ),
     *token("slack_token", "xapp-", r"[0-9]-[A-Za-z0-9-]{20,}+", boundary=_DASHED, end=False),
     # Slack incoming webhooks (services/T…/B…/<secret>) and workflow webhooks and triggers
@@ -225,7 +273,7 @@ PATTERNS: tuple[TokenPattern, ...] = (
     *token("google_api_key", "AIza", r"[0-9A-Za-z_-]{35}", boundary=_DASHED),
     *token("google_oauth_token", "ya29.", r"[0-9A-Za-z_-]{20,}+", boundary=_DASHED, end=False),
     *token("google_oauth_client_secret", "GOCSPX-", r"[A-Za-z0-9_-]{28}", boundary=_DASHED),
-    *token("huggingface_token", "hf_", r"[A-Za-z0-9]{30,}+", keep=_real_token),
+    *token("huggingface_token", "hf_", r"[A-Za-z0-9]{30,}+", keep=_huggingface),
     *token("huggingface_token", "api_org_", r"[A-Za-z0-9]{34}"),
     *token("pypi_token", "pypi-AgE", r"[A-Za-z0-9_-]{50,}+", boundary=_DASHED, end=False),
     *token("rubygems_token", "rubygems_", r"[0-9a-f]{48}"),
@@ -302,7 +350,7 @@ PATTERNS: tuple[TokenPattern, ...] = (
     *token(
         "planetscale_token",
         "pscale_pw_ pscale_tkn_ pscale_oauth_",
-        r"[A-Za-z0-9_-]{32,}+",
+        r"[A-Za-z0-9_=.-]{32,}+",
         boundary=_DASHED,
         end=False,
     ),
@@ -363,7 +411,10 @@ PATTERNS: tuple[TokenPattern, ...] = (
     # a password that repeats the user name is a default or a demo: values.is_stand_in_pair).
     TokenPattern(
         "url_credentials",
-        re.compile(r"://([^\s:/?#@\[\]\"'<>]{0,256}+):(?!\1@)([^\s/?#@\"'<>]{1,256}+)@"),
+        # (a host starts with a letter, a digit or "[": "…:pass@?abbit" is a mangled string)
+        re.compile(
+            r"://([^\s:/?#@\[\]\"'<>]{0,256}+):(?!\1@)([^\s/?#@\"'<>]{1,256}+)@(?=[A-Za-z0-9\[])"
+        ),
         (("://", False),),
         group=2,
         keep=_real_password,
@@ -393,7 +444,7 @@ PATTERNS: tuple[TokenPattern, ...] = (
         ),
         group=1,
         lowered=True,
-        keep=_real_token,
+        keep=_query_token,
     ),
     # Authorization headers and bare bearer tokens (matched in the lowered text)
     TokenPattern(

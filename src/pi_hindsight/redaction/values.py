@@ -21,6 +21,7 @@ __all__ = [
     "ascii_lower",
     "entropy",
     "is_code",
+    "is_mangled",
     "is_name_like",
     "is_not_a_secret",
     "is_prose",
@@ -113,6 +114,10 @@ _TYPE = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _NUMBER = re.compile(r"[-+]?[0-9]{1,11}(?:\.[0-9]+)?")
+# A quote cut a line of code short: the value is a name and an operator (``telegram_token = ``,
+# from ``x = "telegram_token = "…""``) or the start of a markup tag (``<xsd:element name=``).
+# (A blank before the operator: base64 padding follows its value at once.)
+_CUT_CODE = re.compile(r"[A-Za-z_][\w.-]{0,80}[ \t]+(?::=|=|:)[ \t]*|<[A-Za-z][\w:.-]{0,40}[ \t].*")
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,20}://([^/?#\s]*)")
 
 
@@ -127,18 +132,24 @@ def is_not_a_secret(value: str) -> bool:
         return True  # a prompt or label: "Password: "
     if _REFERENCE.fullmatch(value) or _MASK.fullmatch(value) or _NUMBER.fullmatch(value):
         return True
+    if _CUT_CODE.fullmatch(value):
+        return True
     if _PLACEHOLDER_PARTS.search(value) or _TYPE.fullmatch(value):
         return True
     return _is_stand_in(value, lowered) or _harmless_url(value)
 
 
 def _harmless_url(value: str) -> bool:
-    """A URL whose authority carries no credentials, or only stand-in ones."""
+    """A URL whose authority carries no credentials, or only stand-in ones, and whose path holds
+    no random segment (a webhook's URL is its secret: ``…/hooks/catch/<token>``)."""
     url = _URL.match(value)
     if url is None:
         return False
     userinfo, at, _ = url.group(1).rpartition("@")
-    return not at or is_stand_in_pair(*userinfo.partition(":")[::2])
+    if at and not is_stand_in_pair(*userinfo.partition(":")[::2]):
+        return False
+    path = value[url.end() :].split("?", 1)[0].split("#", 1)[0]
+    return not any(looks_random(segment, 16) for segment in path.split("/"))
 
 
 def is_stand_in_pair(user: str, password: str) -> bool:
@@ -223,6 +234,25 @@ _CODE = re.compile(r"[\[\]()]|->|::|=>|\|\||&&|==(?!\Z)")  # (a final == is base
 def is_code(value: str) -> bool:
     """A fragment of code rather than a literal: a call, a subscript, an operator."""
     return _CODE.search(value) is not None
+
+
+# Characters no API key or token alphabet holds (base64, base64url, hex, base62 with ``_-.~:``
+# separators; ``%`` is URL encoding, ``!`` and ``|`` appear in Salesforce and Facebook tokens,
+# ``&`` in SAS query strings).
+_NOT_TOKEN_CHARS = re.compile(r"[?^$#*]|\A@")
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9+/=_.~:-]")
+
+
+def is_mangled(value: str) -> bool:
+    """A generated key or token with a character no token alphabet has in it (``u+C4lGv0?ct…``,
+    ``WAgP6m4gYc1qe$HnjWAAF5…``): 16+ characters, nearly all (85%) of a token alphabet, and one
+    of ``?^$#*`` (or a leading ``@``): mangled in a paste or by a test, not a working token. A
+    value of many symbols (``m{{h}o)p${e]…``) or a short one (``Tr0ub4dor&3$``) was typed by
+    hand and stays a secret."""
+    value = value[:_ANALYSED]
+    if len(value) < 16 or _NOT_TOKEN_CHARS.search(value) is None:
+        return False
+    return len(_TOKEN_CHARS.findall(value)) * 100 >= len(value) * 85
 
 
 def looks_random(value: str, min_length: int = 16) -> bool:

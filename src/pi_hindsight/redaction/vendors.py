@@ -111,4 +111,23 @@ PATTERNS: tuple[TokenPattern, ...] = (
         end=False,
     ),
     *token("octopus_key", "API-", r"[A-Z0-9]{26}", boundary=_DASHED, keep=_random_body(4)),
+    # Pinecone API keys: pcsk_<5-6 character id>_<63 letters and digits>.
+    *token("pinecone_key", "pcsk_", r"[A-Za-z0-9]{5,6}_[A-Za-z0-9]{63}"),
+    *token("rootly_token", "rootly_", r"[0-9a-f]{64}"),
+    # LaunchDarkly SDK, mobile and API access keys: <kind>-<UUID-shaped lowercase base36>.
+    *token(
+        "launchdarkly_key",
+        "sdk- mob- api-",
+        r"[a-z0-9]{8}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{12}",
+        boundary=_DASHED,
+        keep=_random_body(4),
+    ),
+    # Tableau personal access token secrets: <22 base64>==:<32 letters and digits>.
+    TokenPattern(
+        "tableau_token",
+        re.compile(r"==:(?<=(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{22}==:)[A-Za-z0-9]{32}(?![A-Za-z0-9])"),
+        (("==:", False),),
+        back=22,
+        keep=lambda secret: looks_random(secret[25:], 16),
+    ),
 )
