@@ -3,11 +3,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pi_hindsight import redaction_rules
 from pi_hindsight.backend.resources import MemoryRecord
-from pi_hindsight.engine.memory_block import MessageBuilder, estimate_tokens
+from pi_hindsight.engine.memory_block import MessageBuilder, estimate_tokens, record_key
 from pi_hindsight.engine.query import build_query, is_trivial
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.startup_memo import memo_id
+from pi_hindsight.redacting import redact, redact_recalled
 from pi_hindsight.hosts.pi.session_file import (
     delivered_record_ids,
     memo_delivered,
@@ -96,6 +98,33 @@ def test_secrets_are_redacted_in_records_and_memo() -> None:
     )
     block = builder.build()
     assert block is not None and "hunter2" not in block.text and block.text.count("[REDACTED]") == 2
+
+
+def test_remembered_redaction_follows_the_rules_in_force() -> None:
+    """Recalled text is redacted once and remembered, but never under rules no longer in
+    force: a config loaded with other rules redacts it anew."""
+    text = "ticket TCK-4821 and key sk-ant-api03-" + "Zq8" * 30
+    before = redaction_rules.current()
+    try:
+        assert redact_recalled(text) == redact(text).text == redact_recalled(text)
+        assert "TCK-4821" in redact_recalled(text)
+        redaction_rules.use(redaction_rules.compile_rules({"ticket": "TCK-[0-9]+"}, []))
+        assert redact_recalled(text) == redact(text).text
+        assert "[REDACTED:ticket]" in redact_recalled(text) and "TCK-4821" not in redact(text).text
+        redaction_rules.use(redaction_rules.compile_rules({}, ["TCK-4821"]))
+        assert "TCK-4821" in redact_recalled(text)
+        long_text = text + " filler" * 1_000  # too long to remember: redacted every time
+        assert redact_recalled(long_text) == redact(long_text).text
+    finally:
+        redaction_rules.use(before)
+
+
+def test_record_keys_are_the_same_remembered_or_not() -> None:
+    """A remembered key is the SHA-256 key the corrections table and session records hold
+    (the value pinned here is what every earlier version computed)."""
+    short, long_text = "Deploys  go to ZEPHYR.", "Deploys go to Zephyr. " * 400
+    assert record_key(short) == record_key("deploys go to zephyr.") == "f501be3ae2524cb8"
+    assert record_key(long_text) == record_key(long_text.upper())
 
 
 def _entry(kind: str, entry_id: str, parent: str | None, **fields: object) -> dict[str, object]:

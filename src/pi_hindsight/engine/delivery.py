@@ -47,15 +47,11 @@ from pi_hindsight.engine.types import (
     VisibleContext,
 )
 from pi_hindsight.errors import BackendError, PiHindsightError
-from pi_hindsight.redacting import redact
+from pi_hindsight.redacting import redact, redact_recalled
 from pi_hindsight.relevance import RelevanceBars
 from pi_hindsight.stores.corrections import Corrected
 
 logger = logging.getLogger(__name__)
-
-
-def redact_text(text: str) -> str:
-    return redact(text).text
 
 
 @dataclass
@@ -138,7 +134,7 @@ def hold_back_irrelevant(
             id=record.id,
             key=key,
             section=section,
-            text=record_text(record.text, redact_text),
+            text=record_text(record.text, redact_recalled),
             reason=relevance.BELOW_RELEVANCE,
             detail=judgement.detail,
             type=record.type,
@@ -279,7 +275,7 @@ class Deliverer:
         )
         if not query:
             return _outcome("skipped", details, reason="empty prompt")
-        query = redact_text(query)  # a secret in the prompt is not sent to recall either
+        query = redact(query).text  # a secret in the prompt is not sent to recall either
         details = details.but(queries=dict(_queries(settings, query)))
         timeout = recall.timeout_ms / 1000
         try:
@@ -420,7 +416,7 @@ class Deliverer:
             ceiling_tokens=self.host.block_ceiling_tokens(settings.recall.request_max_tokens),
             # Framing once per session (R-RECALL-5): by the host, or by the first block.
             framed=not host_frames and not memory.framed,
-            redact=redact_text,
+            redact=redact_recalled,
             default_context=lambda context: self.host.is_default_context(context, scope.project_id),
             # A memo the visible context already shows: records it states are left out too.
             visible_memo=memory.memo_text,

@@ -68,6 +68,9 @@ _OPENABLE = re.compile(r"[/\\]|^[A-Za-z][A-Za-z0-9+.-]*:\S|\.[A-Za-z][A-Za-z0-9]
 _RECORD_MAX_CHARS = 1_200
 _CONTEXT_MAX_CHARS = 160
 TRIM_MARK = "… [trimmed]"
+# Record keys remembered (``record_key``): at most this many, of texts at most this long.
+_KEYS_REMEMBERED = 4_096
+_KEYS_REMEMBERED_CHARS = 4_096
 
 Redactor = Callable[[str], str]
 ContextFilter = Callable[[str], bool]  # True: a default context, not shown
@@ -120,9 +123,23 @@ def short_time(value: str | None) -> str:
 
 def record_key(text: str) -> str:
     """A short, stable key of a record's normalised text: the same memory under another id (a
-    fact and its consolidated observation) is recognised as already delivered."""
+    fact and its consolidated observation) is recognised as already delivered.
+
+    Stable across processes and versions, so SHA-256 and not a faster hash: the key is kept in
+    the corrections table (a correction holds back every record of its text), the host's
+    session record and the evidence ledger. Recall returns the same records request after
+    request, so a key is remembered rather than hashed again (issue 19)."""
+    if len(text) > _KEYS_REMEMBERED_CHARS:
+        return _key(text)
+    return _remembered_key(text)
+
+
+def _key(text: str) -> str:
     normalised = _one_line(text).casefold()
     return hashlib.sha256(normalised.encode("utf-8")).hexdigest()[:16]
+
+
+_remembered_key = functools.lru_cache(maxsize=_KEYS_REMEMBERED)(_key)
 
 
 def record_text(text: str, redact: Redactor = _identity) -> str:
@@ -422,7 +439,9 @@ class MessageBuilder:
         duplicates: tuple[str, ...],
     ) -> DeliveredRecord:
         record = origin.record
-        return DeliveredRecord(
+        # Built from typed values (the recall client validated what the server sent), so not
+        # validated again: twenty validations were a fifth of composing a block (issue 19).
+        return DeliveredRecord.model_construct(
             id=record.id,
             key=key,
             section=kind,
