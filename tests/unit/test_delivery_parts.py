@@ -9,7 +9,6 @@ from pi_hindsight.engine.memory_block import MessageBuilder, estimate_tokens, re
 from pi_hindsight.engine.query import build_query, is_trivial
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.startup_memo import memo_id
-from pi_hindsight.redacting import redact, redact_recalled
 from pi_hindsight.hosts.pi.session_file import (
     delivered_record_ids,
     memo_delivered,
@@ -17,6 +16,7 @@ from pi_hindsight.hosts.pi.session_file import (
     recent_turns,
     visible_entries,
 )
+from pi_hindsight.redacting import redact, redact_recalled
 
 
 def test_trivial_prompts_are_recognised() -> None:
