@@ -65,7 +65,7 @@ def redact_recalled(text: str) -> str:
     if len(text) > _REMEMBERED_CHARS:
         return redact(text).text
     rules = redaction_rules.current()
-    if _seen.rules != rules:
+    if _seen.rules is not rules and _seen.rules != rules:
         _seen.rules, _seen.generation = rules, _seen.generation + 1
         _remembered.cache_clear()  # the old generation's answers are never asked for again
     return _remembered(text, _seen.generation)

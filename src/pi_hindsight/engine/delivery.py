@@ -470,16 +470,18 @@ class Deliverer:
             corrected=fetched.corrected,
             relevance=fetched.held_count,
         )
-        details = details.but(
-            bank_ids=tuple(bank_ids),
-            memo_status=None if memo is None else memo.status,
-            omitted=omitted,
-            held=tuple(fetched.held),
-        )
+        # What every outcome's details say of the recall (one validated copy per outcome).
+        recalled: dict[str, object] = {
+            "bank_ids": tuple(bank_ids),
+            "memo_status": None if memo is None else memo.status,
+            "omitted": omitted,
+            "held": tuple(fetched.held),
+        }
         notices: tuple[Notice, ...] = tuple(
             Notice("warning", f"part of memory is unavailable: {error}") for error in fetched.errors
         )
         if block is None:
+            details = details.but(**recalled)
             found = len(fetched.project or ()) + len(fetched.user or ())
             if found and omitted.already_delivered + omitted.in_memo:
                 delivery = _outcome(
@@ -500,9 +502,11 @@ class Deliverer:
                     "nothing_found", details, reason="recall found nothing in scope"
                 )
             return delivery.with_notices(notices)
+        record_ids, record_keys = block.record_ids, block.record_keys
         details = details.but(
-            record_ids=block.record_ids,
-            record_keys=block.record_keys,
+            **recalled,
+            record_ids=record_ids,
+            record_keys=record_keys,
             records=block.records,
             framed=block.framed,
             tokens=block.tokens,
@@ -511,8 +515,8 @@ class Deliverer:
             memo_version=memo_version,
         )
         shown = Shown(
-            record_ids=frozenset(block.record_ids),
-            record_keys=frozenset(block.record_keys),
+            record_ids=frozenset(record_ids),
+            record_keys=frozenset(record_keys),
             framed=block.framed,
             memo_version=memo_version if memo_used is not None else None,
             memo_text=block.memo_text if memo_used is not None else None,
