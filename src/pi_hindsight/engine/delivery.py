@@ -235,7 +235,13 @@ class Deliverer:
         if corrected:
             _hold_back_from_memo(fetched, corrected)
         delivery = self._compose(
-            scope, settings, memory, fetched, details, host_frames=request.host_states_framing
+            scope,
+            settings,
+            memory,
+            fetched,
+            details,
+            host_frames=request.host_states_framing,
+            started=started,
         )
         if delivery.text is None:
             why = {
@@ -243,9 +249,7 @@ class Deliverer:
                 "failed": f"the startup memo is unavailable: {memo.error}",
             }.get(memo.status, f"no startup memo yet ({memo.status})")
             delivery = dataclasses.replace(delivery, outcome="nothing_found", reason=why)
-        elapsed = round((time.perf_counter() - started) * 1000, 1)
-        timed = delivery.details.but(recall_ms=elapsed, total_ms=elapsed)
-        return dataclasses.replace(delivery, details=timed).with_notices(notices)
+        return delivery.with_notices(notices)
 
     async def prepare(
         self,
@@ -302,13 +306,16 @@ class Deliverer:
         recall_ms = round((time.perf_counter() - started - waited) * 1000, 1)
         notices = self.connection.note(None) if not fetched.errors else ()
         delivery = self._compose(
-            scope, settings, memory, fetched, details, host_frames=request.host_states_framing
-        )
-        timed = delivery.details.but(
+            scope,
+            settings,
+            memory,
+            fetched,
+            details,
+            host_frames=request.host_states_framing,
+            started=started,
             recall_ms=recall_ms,
-            total_ms=round((time.perf_counter() - started) * 1000, 1),
         )
-        return dataclasses.replace(delivery, details=timed).with_notices(notices)
+        return delivery.with_notices(notices)
 
     async def _fetch(
         self, backend: MemoryBackend, scope: Scope, settings: Settings, query: str
@@ -409,7 +416,11 @@ class Deliverer:
         details: DeliveryDetails,
         *,
         host_frames: bool,
+        started: float,
+        recall_ms: float | None = None,
     ) -> Delivery:
+        """The delivery of what was fetched. ``started``: when preparing began (the details'
+        ``total_ms``); ``recall_ms``: what recall took (None: all of it, for the memo alone)."""
         memo = fetched.memo
         builder = MessageBuilder(
             recalled_at=datetime.now(UTC).strftime("%Y-%m-%d"),
@@ -471,7 +482,10 @@ class Deliverer:
             relevance=fetched.held_count,
         )
         # What every outcome's details say of the recall (one validated copy per outcome).
+        total_ms = round((time.perf_counter() - started) * 1000, 1)
         recalled: dict[str, object] = {
+            "recall_ms": total_ms if recall_ms is None else recall_ms,
+            "total_ms": total_ms,
             "bank_ids": tuple(bank_ids),
             "memo_status": None if memo is None else memo.status,
             "omitted": omitted,

@@ -68,7 +68,8 @@ _OPENABLE = re.compile(r"[/\\]|^[A-Za-z][A-Za-z0-9+.-]*:\S|\.[A-Za-z][A-Za-z0-9]
 _RECORD_MAX_CHARS = 1_200
 _CONTEXT_MAX_CHARS = 160
 TRIM_MARK = "… [trimmed]"
-# Record keys (``record_key``) and sources remembered: at most this many, at most this long.
+# Record keys (``record_key``), shown texts and sources remembered (recall returns the same
+# records request after request): at most this many, each at most this long.
 _KEYS_REMEMBERED = 4_096
 _KEYS_REMEMBERED_CHARS = 4_096
 
@@ -144,7 +145,17 @@ _remembered_key = functools.lru_cache(maxsize=_KEYS_REMEMBERED)(_key)
 
 def record_text(text: str, redact: Redactor = _identity) -> str:
     """A record's text as a block shows it: redacted, defused, on one line, trimmed."""
-    return _trim(_one_line(defuse(redact(text))), _RECORD_MAX_CHARS)
+    redacted = redact(text)
+    if len(redacted) > _KEYS_REMEMBERED_CHARS:
+        return _shown_text(redacted)
+    return _remembered_text(redacted)
+
+
+def _shown_text(redacted: str) -> str:
+    return _trim(_one_line(defuse(redacted)), _RECORD_MAX_CHARS)
+
+
+_remembered_text = functools.lru_cache(maxsize=_KEYS_REMEMBERED)(_shown_text)
 
 
 def render_record(record: MemoryRecord, redact: Redactor = _identity) -> str:
