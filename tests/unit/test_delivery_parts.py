@@ -4,11 +4,12 @@ import json
 from pathlib import Path
 
 from pi_hindsight import redaction_rules
-from pi_hindsight.backend.resources import MemoryRecord
+from pi_hindsight.backend.resources import MemoryRecord, RecallScores
 from pi_hindsight.engine.memory_block import MessageBuilder, estimate_tokens, record_key
 from pi_hindsight.engine.query import build_query, is_trivial
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.startup_memo import memo_id
+from pi_hindsight.engine.types import DeliveredRecord
 from pi_hindsight.hosts.pi.session_file import (
     delivered_record_ids,
     memo_delivered,
@@ -117,6 +118,32 @@ def test_remembered_redaction_follows_the_rules_in_force() -> None:
         assert redact_recalled(long_text) == redact(long_text).text
     finally:
         redaction_rules.use(before)
+
+
+def test_delivered_records_are_what_validation_would_make_of_them() -> None:
+    """The block builds its records unvalidated (issue 19); each must still be the record that
+    validating its values gives, every field set (a field added later must be given too)."""
+    fact = MemoryRecord(
+        id="f1",
+        text="Deploys go to Zephyr.",
+        type="world",
+        context="release checklist",
+        occurred_start="2026-11-29T10:00:00Z",
+        document_id="docs/deploy.md",
+        chunk_id="c1",
+        scores=RecallScores(final=0.9, reranker=0.8, semantic=0.7, keyword=0.2),
+    )
+    observation = MemoryRecord(id="o1", text="deploys  go to zephyr.", type="observation")
+    builder = MessageBuilder(recalled_at="t", ceiling_tokens=2000)
+    builder.add_records("Project memory", [observation, fact], kind="project", budget_tokens=400)
+    block = builder.build()
+    assert block is not None and len(block.records) == 1
+    for record in block.records:
+        assert record == DeliveredRecord.model_validate(record.model_dump())
+        assert record.model_fields_set == set(DeliveredRecord.model_fields)
+    assert block.records[0].duplicate_ids == ("f1",) and block.records[0].context == (
+        "release checklist"
+    )
 
 
 def test_record_keys_are_the_same_remembered_or_not() -> None:

@@ -470,18 +470,22 @@ class MessageBuilder:
         record = origin.record
         # Built from typed values (the recall client validated what the server sent), so not
         # validated again: twenty validations were a fifth of composing a block (issue 19).
-        return DeliveredRecord.model_construct(
-            id=record.id,
-            key=key,
-            section=kind,
-            type=record.type,
-            document_id=origin.document_id,
-            chunk_id=origin.chunk_id,
-            occurred=origin.when(),
-            context=None if origin.context is None else self._redact(origin.context),
-            shown=shown,
-            duplicate_ids=duplicates,
-            scores=record.scores,
+        # Every field is given: a blank record's copy is ``model_construct`` without its walk
+        # over the fields' defaults (2 µs, not 5).
+        return _blank_record().model_copy(
+            update={
+                "id": record.id,
+                "key": key,
+                "section": kind,
+                "type": record.type,
+                "document_id": origin.document_id,
+                "chunk_id": origin.chunk_id,
+                "occurred": origin.when(),
+                "context": None if origin.context is None else self._redact(origin.context),
+                "shown": shown,
+                "duplicate_ids": duplicates,
+                "scores": record.scores,
+            }
         )
 
     def build(self) -> RenderedBlock | None:
@@ -498,6 +502,12 @@ class MessageBuilder:
             sections=tuple(self._reports),
             memo_text=self._memo_text,
         )
+
+
+@functools.cache
+def _blank_record() -> DeliveredRecord:
+    """What ``_delivered`` copies (made at first use: no record schema is built at import)."""
+    return DeliveredRecord(id="")
 
 
 def render_block(
