@@ -3,11 +3,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pi_hindsight.backend.resources import MemoryRecord
-from pi_hindsight.engine.memory_block import MessageBuilder, estimate_tokens
+from pi_hindsight import redaction_rules
+from pi_hindsight.backend.resources import MemoryRecord, RecallScores
+from pi_hindsight.engine.memory_block import MessageBuilder, estimate_tokens, record_key
 from pi_hindsight.engine.query import build_query, is_trivial
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.startup_memo import memo_id
+from pi_hindsight.engine.types import DeliveredRecord
 from pi_hindsight.hosts.pi.session_file import (
     delivered_record_ids,
     memo_delivered,
@@ -15,6 +17,7 @@ from pi_hindsight.hosts.pi.session_file import (
     recent_turns,
     visible_entries,
 )
+from pi_hindsight.redacting import redact, redact_recalled
 
 
 def test_trivial_prompts_are_recognised() -> None:
@@ -96,6 +99,59 @@ def test_secrets_are_redacted_in_records_and_memo() -> None:
     )
     block = builder.build()
     assert block is not None and "hunter2" not in block.text and block.text.count("[REDACTED]") == 2
+
+
+def test_remembered_redaction_follows_the_rules_in_force() -> None:
+    """Recalled text is redacted once and remembered, but never under rules no longer in
+    force: a config loaded with other rules redacts it anew."""
+    text = "ticket TCK-4821 and key sk-ant-api03-" + "Zq8" * 30
+    before = redaction_rules.current()
+    try:
+        assert redact_recalled(text) == redact(text).text == redact_recalled(text)
+        assert "TCK-4821" in redact_recalled(text)
+        redaction_rules.use(redaction_rules.compile_rules({"ticket": "TCK-[0-9]+"}, []))
+        assert redact_recalled(text) == redact(text).text
+        assert "[REDACTED:ticket]" in redact_recalled(text) and "TCK-4821" not in redact(text).text
+        redaction_rules.use(redaction_rules.compile_rules({}, ["TCK-4821"]))
+        assert "TCK-4821" in redact_recalled(text)
+        long_text = text + " filler" * 1_000  # too long to remember: redacted every time
+        assert redact_recalled(long_text) == redact(long_text).text
+    finally:
+        redaction_rules.use(before)
+
+
+def test_delivered_records_are_what_validation_would_make_of_them() -> None:
+    """The block builds its records unvalidated (issue 19); each must still be the record that
+    validating its values gives, every field set (a field added later must be given too)."""
+    fact = MemoryRecord(
+        id="f1",
+        text="Deploys go to Zephyr.",
+        type="world",
+        context="release checklist",
+        occurred_start="2026-11-29T10:00:00Z",
+        document_id="docs/deploy.md",
+        chunk_id="c1",
+        scores=RecallScores(final=0.9, reranker=0.8, semantic=0.7, keyword=0.2),
+    )
+    observation = MemoryRecord(id="o1", text="deploys  go to zephyr.", type="observation")
+    builder = MessageBuilder(recalled_at="t", ceiling_tokens=2000)
+    builder.add_records("Project memory", [observation, fact], kind="project", budget_tokens=400)
+    block = builder.build()
+    assert block is not None and len(block.records) == 1
+    for record in block.records:
+        assert record == DeliveredRecord.model_validate(record.model_dump())
+        assert record.model_fields_set == set(DeliveredRecord.model_fields)
+    assert block.records[0].duplicate_ids == ("f1",) and block.records[0].context == (
+        "release checklist"
+    )
+
+
+def test_record_keys_are_the_same_remembered_or_not() -> None:
+    """A remembered key is the SHA-256 key the corrections table and session records hold
+    (the value pinned here is what every earlier version computed)."""
+    short, long_text = "Deploys  go to ZEPHYR.", "Deploys go to Zephyr. " * 400
+    assert record_key(short) == record_key("deploys go to zephyr.") == "f501be3ae2524cb8"
+    assert record_key(long_text) == record_key(long_text.upper())
 
 
 def _entry(kind: str, entry_id: str, parent: str | None, **fields: object) -> dict[str, object]:

@@ -47,15 +47,11 @@ from pi_hindsight.engine.types import (
     VisibleContext,
 )
 from pi_hindsight.errors import BackendError, PiHindsightError
-from pi_hindsight.redacting import redact
+from pi_hindsight.redacting import redact, redact_recalled
 from pi_hindsight.relevance import RelevanceBars
 from pi_hindsight.stores.corrections import Corrected
 
 logger = logging.getLogger(__name__)
-
-
-def redact_text(text: str) -> str:
-    return redact(text).text
 
 
 @dataclass
@@ -138,7 +134,7 @@ def hold_back_irrelevant(
             id=record.id,
             key=key,
             section=section,
-            text=record_text(record.text, redact_text),
+            text=record_text(record.text, redact_recalled),
             reason=relevance.BELOW_RELEVANCE,
             detail=judgement.detail,
             type=record.type,
@@ -239,7 +235,13 @@ class Deliverer:
         if corrected:
             _hold_back_from_memo(fetched, corrected)
         delivery = self._compose(
-            scope, settings, memory, fetched, details, host_frames=request.host_states_framing
+            scope,
+            settings,
+            memory,
+            fetched,
+            details,
+            host_frames=request.host_states_framing,
+            started=started,
         )
         if delivery.text is None:
             why = {
@@ -247,9 +249,7 @@ class Deliverer:
                 "failed": f"the startup memo is unavailable: {memo.error}",
             }.get(memo.status, f"no startup memo yet ({memo.status})")
             delivery = dataclasses.replace(delivery, outcome="nothing_found", reason=why)
-        elapsed = round((time.perf_counter() - started) * 1000, 1)
-        timed = delivery.details.but(recall_ms=elapsed, total_ms=elapsed)
-        return dataclasses.replace(delivery, details=timed).with_notices(notices)
+        return delivery.with_notices(notices)
 
     async def prepare(
         self,
@@ -279,7 +279,7 @@ class Deliverer:
         )
         if not query:
             return _outcome("skipped", details, reason="empty prompt")
-        query = redact_text(query)  # a secret in the prompt is not sent to recall either
+        query = redact(query).text  # a secret in the prompt is not sent to recall either
         details = details.but(queries=dict(_queries(settings, query)))
         timeout = recall.timeout_ms / 1000
         try:
@@ -306,13 +306,16 @@ class Deliverer:
         recall_ms = round((time.perf_counter() - started - waited) * 1000, 1)
         notices = self.connection.note(None) if not fetched.errors else ()
         delivery = self._compose(
-            scope, settings, memory, fetched, details, host_frames=request.host_states_framing
-        )
-        timed = delivery.details.but(
+            scope,
+            settings,
+            memory,
+            fetched,
+            details,
+            host_frames=request.host_states_framing,
+            started=started,
             recall_ms=recall_ms,
-            total_ms=round((time.perf_counter() - started) * 1000, 1),
         )
-        return dataclasses.replace(delivery, details=timed).with_notices(notices)
+        return delivery.with_notices(notices)
 
     async def _fetch(
         self, backend: MemoryBackend, scope: Scope, settings: Settings, query: str
@@ -413,14 +416,18 @@ class Deliverer:
         details: DeliveryDetails,
         *,
         host_frames: bool,
+        started: float,
+        recall_ms: float | None = None,
     ) -> Delivery:
+        """The delivery of what was fetched. ``started``: when preparing began (the details'
+        ``total_ms``); ``recall_ms``: what recall took (None: all of it, for the memo alone)."""
         memo = fetched.memo
         builder = MessageBuilder(
             recalled_at=datetime.now(UTC).strftime("%Y-%m-%d"),
             ceiling_tokens=self.host.block_ceiling_tokens(settings.recall.request_max_tokens),
             # Framing once per session (R-RECALL-5): by the host, or by the first block.
             framed=not host_frames and not memory.framed,
-            redact=redact_text,
+            redact=redact_recalled,
             default_context=lambda context: self.host.is_default_context(context, scope.project_id),
             # A memo the visible context already shows: records it states are left out too.
             visible_memo=memory.memo_text,
@@ -474,16 +481,21 @@ class Deliverer:
             corrected=fetched.corrected,
             relevance=fetched.held_count,
         )
-        details = details.but(
-            bank_ids=tuple(bank_ids),
-            memo_status=None if memo is None else memo.status,
-            omitted=omitted,
-            held=tuple(fetched.held),
-        )
+        # What every outcome's details say of the recall (one validated copy per outcome).
+        total_ms = round((time.perf_counter() - started) * 1000, 1)
+        recalled: dict[str, object] = {
+            "recall_ms": total_ms if recall_ms is None else recall_ms,
+            "total_ms": total_ms,
+            "bank_ids": tuple(bank_ids),
+            "memo_status": None if memo is None else memo.status,
+            "omitted": omitted,
+            "held": tuple(fetched.held),
+        }
         notices: tuple[Notice, ...] = tuple(
             Notice.warning(f"part of memory is unavailable: {error}") for error in fetched.errors
         )
         if block is None:
+            details = details.but(**recalled)
             found = len(fetched.project or ()) + len(fetched.user or ())
             if found and omitted.already_delivered + omitted.in_memo:
                 delivery = _outcome(
@@ -504,9 +516,11 @@ class Deliverer:
                     "nothing_found", details, reason="recall found nothing in scope"
                 )
             return delivery.with_notices(notices)
+        record_ids, record_keys = block.record_ids, block.record_keys
         details = details.but(
-            record_ids=block.record_ids,
-            record_keys=block.record_keys,
+            **recalled,
+            record_ids=record_ids,
+            record_keys=record_keys,
             records=block.records,
             framed=block.framed,
             tokens=block.tokens,
@@ -515,8 +529,8 @@ class Deliverer:
             memo_version=memo_version,
         )
         shown = Shown(
-            record_ids=frozenset(block.record_ids),
-            record_keys=frozenset(block.record_keys),
+            record_ids=frozenset(record_ids),
+            record_keys=frozenset(record_keys),
             framed=block.framed,
             memo_version=memo_version if memo_used is not None else None,
             memo_text=block.memo_text if memo_used is not None else None,
