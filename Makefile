@@ -36,10 +36,13 @@ install:
 # `server start --llm offline` and the tests need it. pip installs torch (it honours the machine's
 # pip configuration, where the CPU wheel is found) and uv; uv installs the other ~220 packages,
 # downloading in parallel (pip took most of a fresh install's time), and keeps that torch.
+# --compile-bytecode: uv writes no .pyc by default, and where PYTHONDONTWRITEBYTECODE is set no
+# process writes one either: every sidecar, CLI and Hindsight start then compiled its imports
+# anew (~0.6 CPU-s a sidecar, ~4 a Hindsight start; the suite starts well over a thousand).
 $(STAMP): pyproject.toml standin/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH) $(UV_PIN)
-	$(UV) pip install --quiet --python $(PY) -e '.[server,dev]' -e ./standin
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) -e '.[server,dev]' -e ./standin
 	touch $@
 
 $(NODE_STAMP): package.json package-lock.json
