@@ -1,6 +1,6 @@
 # pi-hindsight — one entry point for everything.
 #   make demo   install what is needed, start a local Hindsight, show memory carrying across Pi sessions
-#   make test   install what is needed and run every test (Python + TypeScript shim), on Pi 0.73.1 and 1.x
+#   make test   install what is needed and run every test (Python, and the TypeScript shim's beside it)
 #   make test-fast  the units, engine and stand-in tests only (under two minutes; tests/README.md)
 #   make check  format check, lint, strict types, then the tests (what CI runs)
 
@@ -36,10 +36,13 @@ install:
 # `server start --llm offline` and the tests need it. pip installs torch (it honours the machine's
 # pip configuration, where the CPU wheel is found) and uv; uv installs the other ~220 packages,
 # downloading in parallel (pip took most of a fresh install's time), and keeps that torch.
+# --compile-bytecode: uv writes no .pyc by default, and where PYTHONDONTWRITEBYTECODE is set no
+# process writes one either: every sidecar, CLI and Hindsight start then compiled its imports
+# anew (~0.6 CPU-s a sidecar, ~4 a Hindsight start; the suite starts well over a thousand).
 $(STAMP): pyproject.toml standin/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH) $(UV_PIN)
-	$(UV) pip install --quiet --python $(PY) -e '.[server,dev]' -e ./standin
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) -e '.[server,dev]' -e ./standin
 	touch $@
 
 $(NODE_STAMP): package.json package-lock.json
@@ -61,7 +64,13 @@ $(PI1_STAMP): pi1/package.json pi1/package-lock.json
 demo: install
 	$(PY) scripts/demo.py
 
-test: install test-python test-shim
+# The shim's `npm test` (its own temporary dirs, ephemeral ports, no server) runs beside pytest:
+# its output is held and shown after pytest's, which stays live; either one failing fails the target.
+test: install
+	@shim_log=$$(mktemp); npm test --silent > "$$shim_log" 2>&1 & shim=$$!; \
+	$(PYTEST); python=$$?; wait $$shim; shim_status=$$?; \
+	echo "== npm test (the shim; ran beside pytest) =="; cat "$$shim_log"; rm -f "$$shim_log"; \
+	test $$python -eq 0 && test $$shim_status -eq 0
 
 test-python: install
 	$(PYTEST)

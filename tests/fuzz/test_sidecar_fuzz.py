@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,23 +110,25 @@ def _params_for(method: str, draw: st.DrawFn, cwd: str) -> Any:
         return draw(st.one_of(st.lists(json_values, max_size=3), any_text, st.integers()))
     if shape == "arbitrary":
         return draw(st.dictionaries(any_text, json_values, max_size=5))
+    # Only the chosen method's params are drawn (drawing every method's, then picking one, made
+    # generation most of the test's time): the same frames, the same distribution.
     text = draw(any_text)
-    valid: dict[str, Any] = {
-        "initialize": {
+    valid: dict[str, Callable[[], Any]] = {
+        "initialize": lambda: {
             "protocolVersion": draw(st.sampled_from([1, 1, 2, -1])),
             "cwd": draw(st.sampled_from([cwd, cwd, "/nonexistent/dir", "relative", "/"])),
             "sessionId": f"fuzz-{text}",
             "hasUI": draw(st.booleans()),
         },
-        "consent": {"accepted": draw(st.booleans())},
-        "prepareMemory": {"requestId": f"r{text}", "prompt": text, "sessionId": "fuzz"},
-        "confirmDelivery": {
+        "consent": lambda: {"accepted": draw(st.booleans())},
+        "prepareMemory": lambda: {"requestId": f"r{text}", "prompt": text, "sessionId": "fuzz"},
+        "confirmDelivery": lambda: {
             "requestId": text,
             "confirmed": draw(st.booleans()),
             "payloadBytes": draw(st.integers(min_value=-(2**70), max_value=2**70)),
         },
-        "memoryAttached": {"requestId": text},
-        "turnCompleted": {
+        "memoryAttached": lambda: {"requestId": text},
+        "turnCompleted": lambda: {
             "requestId": f"t{text}",
             "sessionId": "fuzz",
             "messages": [
@@ -135,18 +137,19 @@ def _params_for(method: str, draw: st.DrawFn, cwd: str) -> Any:
                 {"role": "toolResult", "content": draw(json_values), "toolName": text},
             ],
         },
-        "command": {
+        "command": lambda: {
             "name": draw(st.sampled_from(["hindsight", "hindsight:outbox", "hindsight:evidence"])),
             "args": text,
         },
-        "toolCall": {
+        "toolCall": lambda: {
             "name": draw(st.sampled_from(["hindsight_memory", "hindsight_retain_global", text])),
             "params": draw(st.dictionaries(any_text, json_values, max_size=3))
             | {"action": draw(st.sampled_from(["status", "recall", "nope", text]))},
         },
-        "$/cancelRequest": {"id": draw(json_values)},
+        "$/cancelRequest": lambda: {"id": draw(json_values)},
     }
-    return valid.get(method, draw(st.dictionaries(any_text, json_values, max_size=3)))
+    params = valid.get(method)
+    return draw(st.dictionaries(any_text, json_values, max_size=3)) if params is None else params()
 
 
 @st.composite

@@ -394,20 +394,24 @@ def test_a_stopped_daemon_costs_the_hook_its_bound_and_loses_nothing_once_it_con
         ),
         "Stop": payload("Stop", session, repo, transcript_path=str(transcript.path)),
     }
+    # Both hooks at once, each waiting its own bound: each reads its payload from a file (through
+    # a pipe, the second would get it only once the first had waited out its bound).
+    for event, event_payload in events.items():
+        (tmp_path / f"{event}.json").write_text(json.dumps(event_payload))
     os.kill(pid, signal.SIGSTOP)
     try:
-        hooks = {
-            event: subprocess.Popen(
-                [*HOOK, event],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=hook_env,
-            )
-            for event in events
-        }
-        for event, process in hooks.items():  # both at once: each waits its own bound
-            out, err = process.communicate(json.dumps(events[event]).encode(), timeout=120)
+        hooks = {}
+        for event in events:
+            with (tmp_path / f"{event}.json").open("rb") as stdin:
+                hooks[event] = subprocess.Popen(
+                    [*HOOK, event],
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=hook_env,
+                )
+        for event, process in hooks.items():
+            out, err = process.communicate(timeout=120)
             assert process.returncode == 0 and err == b""
             message = json.loads(out)["systemMessage"]
             bound = f"{TIMEOUTS_S[event]:.0f} s"

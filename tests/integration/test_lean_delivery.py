@@ -22,7 +22,9 @@ import pytest
 from pi_hindsight.engine.memo_overlap import MemoStatements
 from pi_hindsight.engine.memory_block import FRAMING, MARK, memo_section
 
-pytestmark = pytest.mark.server
+# One worker runs the whole module: its world (76 facts retained, a 50-request session) is built
+# once per worker that runs one of its tests, and took ~25 s each time.
+pytestmark = [pytest.mark.server, pytest.mark.xdist_group("lean-delivery")]
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 

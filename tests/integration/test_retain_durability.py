@@ -76,16 +76,20 @@ def _drive_with_crashes(
     sidecars: list[Sidecar],
 ) -> int:
     """Send every request, killing the sidecar (-9) at random moments; a request not
-    acknowledged before a kill is sent again to the next sidecar (the same request id)."""
+    acknowledged before a kill is sent again to the next sidecar (the same request id).
+
+    The clock starts once the session is initialized: each sidecar commits turns and delivers
+    before its kill. (Started at ``ready``, a loaded machine's slow ``initialize`` ran it out:
+    hundreds of sidecars were killed before their first turn, minutes of starts.)"""
     pending = deque(requests)
     kills = 0
     while pending:
         sidecar = Sidecar(world.state_dir)
         sidecars.append(sidecar)
         timer = threading.Timer(rng.uniform(0.2, 1.5), sidecar.kill)
-        timer.start()
         try:
             sidecar.initialize(world.repo, session_id)
+            timer.start()
             while pending:
                 request_id, text = pending[0]
                 answer = sidecar.turn(session_id, request_id, exchange(text))

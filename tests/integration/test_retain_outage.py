@@ -29,6 +29,7 @@ from tests.support.retain import (
     write_config,
 )
 from tests.support.sidecar import Sidecar
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.server]
 
@@ -105,15 +106,22 @@ def test_an_outage_loses_nothing_slows_nothing_and_delivers_in_order_afterwards(
                 )
                 assert answer["queued"] == 1
                 slowest_turn = max(slowest_turn, took)
-            time.sleep(0.5)  # the outage lasts a while: the workers go offline and probe
         assert outcomes == {"backend_unavailable"}
         # Bounds the protocol itself sets (not speed figures): recall gives up within its own
         # timeout, well inside the shim's prepareMs, and committing a turn never waits for the
         # network, so it stays inside the shim's turnMs even on a loaded machine.
         assert slowest_prepare < bounds["prepareMs"] / 1000, f"prepare took {slowest_prepare:.2f}s"
         assert slowest_turn < bounds["turnMs"] / 1000, f"turnCompleted took {slowest_turn:.2f}s"
-        outbox = first.call("status", {})["outbox"]
-        assert outbox["pending"] + outbox["submitted"] >= 24 and outbox["lastError"]
+        # Every turn of the outage waits in the outbox, and a worker met the outage (it is
+        # offline, probing, until the server is back: the restart below takes a while).
+        wait_until(
+            lambda: (
+                (box := first.call("status", {})["outbox"])["lastError"]
+                and box["pending"] + box["submitted"] >= 24
+            ),
+            "the outage's turns waiting in the outbox, after a failed delivery",
+            details=lambda: str(first.call("status", {})["outbox"]),
+        )
         # Pi exits promptly even though nothing can be delivered; the next sidecar delivers.
         _, took = _timed(second.shutdown)
         assert took < bounds["shutdownMs"] / 1000 + 2, f"shutdown took {took:.2f}s in the outage"

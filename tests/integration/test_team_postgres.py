@@ -47,7 +47,9 @@ from tests.support.retain import BankView, exchange, marker, register, wait_unti
 from tests.support.sidecar import Sidecar
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.server]
+# One worker runs the whole module: its two PostgreSQL clusters are made once per worker that
+# runs one of its tests.
+pytestmark = [pytest.mark.server, pytest.mark.xdist_group("team-postgres")]
 
 ROLE = "team_hindsight"  # Hindsight's login role: not a superuser
 DATABASE = "team_memory"  # owned by ROLE, pgvector enabled by the superuser
