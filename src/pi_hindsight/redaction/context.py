@@ -26,7 +26,8 @@ import string
 from collections.abc import Iterator
 
 from pi_hindsight.redaction.finder import Names
-from pi_hindsight.redaction.names import NOT_SECRET_KEYS
+from pi_hindsight.redaction.names import NOT_SECRET_KEYS, VENDOR_WORDS
+from pi_hindsight.redaction.service_names import SERVICE_NAMES, service_key_fits
 from pi_hindsight.redaction.source import Hit, Source
 from pi_hindsight.redaction.values import is_name_like, is_not_a_secret, looks_random, word_set
 
@@ -76,6 +77,12 @@ _VENDORS = (
     ("amazon", "aws_secret_access_key"),
 )
 _HEX = frozenset("0123456789abcdef")
+# The vendor words before the service names (names.py): their keys are looked for as before.
+_CLASSIC_VENDOR = re.compile(
+    "|".join(word for word in VENDOR_WORDS if word not in frozenset(SERVICE_NAMES))
+)
+_SERVICE = re.compile("|".join(rf"(?<![a-z]){name}" for name in SERVICE_NAMES))
+_KEY_EDGE = frozenset(" \t\r\n\"'`,;:=()[]{}<>|")
 _HEX32 = re.compile(r"[0-9a-f]{32}(?![A-Za-z0-9_])")
 _AWS_SECRET = re.compile(r"[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=_])")
 _PAIRED = (("aws_access_key_id", _AWS_SECRET, "aws_secret_access_key"),)
@@ -121,6 +128,10 @@ def find_by_context(source: Source) -> Iterator[Hit]:
         token_start = candidate.start()
         token = _RUN.match(text, token_start)
         token_end = token.end() if token is not None else candidate.end()
+        if strength == "vendor" and not _service_key(
+            source, name_start, name_end, token_start, token_end
+        ):
+            continue  # not this service's key; a secret word after the name may still take it
         scanned = token_end
         value = text[token_start:token_end]
         if _fragment(text, token_start, token_end):
@@ -184,6 +195,23 @@ def _gap_ok(lowered: str, name_start: int, keyword_end: int, token: str, token_s
         return False
     before = _WORD.findall(lowered[max(0, name_start - 32) : name_start])[-3:]
     return not any(word in _BLOCKERS_BEFORE for word in before)
+
+
+def _service_key(source: Source, name_start: int, name_end: int, start: int, end: int) -> bool:
+    """After only a service's name (service_names.py), a key has that service's shape and is a
+    word of its own, between quotes, blanks or punctuation (``instamojo 'ZrGO…'``): a value of
+    another length or alphabet, or glued to other characters, is not that service's key (a
+    malformed one, or something else). The vendors whose keys context.py has always looked for
+    after their names (Mailgun, Twilio, …) keep the looser rule."""
+    lowered, text = source.lowered, source.text
+    service = _SERVICE.search(lowered, name_start, name_end)
+    if service is None or _CLASSIC_VENDOR.search(lowered, name_start, name_end) is not None:
+        return True  # not a service's name: "the key for …" in prose
+    return (
+        service_key_fits(service.group(), text[start:end])
+        and (start == 0 or text[start - 1] in _KEY_EDGE)
+        and (end == len(text) or text[end] in _KEY_EDGE)
+    )
 
 
 def _vendor_kind(lowered: str, name_start: int, token_start: int) -> str:

@@ -18,6 +18,7 @@ found (:mod:`.runs`) are shared through ``source.cache``.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import re
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from pi_hindsight.redaction.names import (
     prose_key,
     word_strength,
 )
+from pi_hindsight.redaction.service_names import SERVICE_NAMES
 from pi_hindsight.redaction.source import NAME_CHARS, Source
 
 __all__ = ["HINTS", "OPERATOR", "Names"]
@@ -49,6 +51,7 @@ OPERATOR = r"\\{0,3}+[\"'`]?[ \t]{0,16}(?::=|=>|=(?![=~])|\?:|\?=|:(?![:/]))[ \t
 
 _NAME_SET = frozenset(NAME_CHARS)
 _VENDORS = frozenset(VENDOR_WORDS)
+_SERVICE_NAMES = frozenset(SERVICE_NAMES)
 _WEAK_WORDS = frozenset(word for word in SECRET_WORDS if word_strength(word) == "weak")
 _ASSIGNABLE = frozenset(("password", "strong", "weak"))
 _NONE = 1 << 62  # the start of a search's next match when there is none
@@ -146,7 +149,8 @@ def _patterns(word: str, *, pw: bool = False) -> _Word:
     )
 
 
-_WORDS = {word: _patterns(word) for word in SECRET_WORDS}
+# Compiled when a text first holds the word: most of the ~650 service names never occur.
+_word_patterns = functools.cache(_patterns)
 # A bare "key" assigned a value (``Key=…``, ``key: …``, ``"key": "…"``) is a weak name: only a
 # random value counts (the value of a lookup table's "key" is a word or a path, not random), so
 # only a value of 16 value characters or more is looked at (``&key=a`` repeated costs no Python).
@@ -411,6 +415,7 @@ _PREFIXES = {
         other[len(word) :] for other in SECRET_WORDS if other != word and other.startswith(word)
     )
     for word in SECRET_WORDS
+    if word not in _SERVICE_NAMES  # (no secret word starts with one)
 }
 
 
@@ -433,8 +438,8 @@ def _present(source: Source) -> tuple[list[tuple[str, _Word]], bool, bool]:
                     absent.add(word)
         pw = "pw" not in absent
         words = [
-            (word, _AUTH_WITH_PW if word == "auth" and pw else patterns)
-            for word, patterns in _WORDS.items()
+            (word, _AUTH_WITH_PW if word == "auth" and pw else _word_patterns(word))
+            for word in SECRET_WORDS
             if word not in absent
         ]
         cached = source.cache["present"] = (words, pw, "value" not in absent)

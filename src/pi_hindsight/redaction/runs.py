@@ -12,13 +12,19 @@ from __future__ import annotations
 import re
 
 from pi_hindsight.redaction.names import VENDOR_WORDS, NameHit, name_strength, prose_key
+from pi_hindsight.redaction.service_names import SERVICE_NAMES
 from pi_hindsight.redaction.source import Source
 
 __all__ = ["find_run", "run_name", "run_start", "searchable"]
 
 _NAME_LOWER = "abcdefghijklmnopqrstuvwxyz0123456789_.-"  # name characters of the lowered text
 _NAME_RUN = re.compile(r"[a-z0-9_.-]++")
-_VENDOR = re.compile("|".join(VENDOR_WORDS))
+# A service's name starts a name part (``metabase_url``), never inside a word (``gambeer``).
+_VENDOR = re.compile(
+    "|".join(
+        word if word not in SERVICE_NAMES else rf"(?<![a-z]){word}" for word in VENDOR_WORDS
+    )
+)
 _MARKER_LOWERED = "[redacted:"
 # A marker of an earlier redaction (in the lowered text), cut short too: its kind is no name.
 _MARKERS = re.compile(r"\[redacted:[a-z0-9_]{0,64}\]?")
