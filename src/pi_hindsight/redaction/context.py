@@ -27,7 +27,7 @@ from collections.abc import Iterator
 
 from pi_hindsight.redaction.finder import Names
 from pi_hindsight.redaction.names import NOT_SECRET_KEYS, VENDOR_WORDS
-from pi_hindsight.redaction.service_names import SERVICE_NAMES, service_key_fits
+from pi_hindsight.redaction.service_names import SERVICE_NAMES, find_service, service_key_fits
 from pi_hindsight.redaction.source import Hit, Source
 from pi_hindsight.redaction.values import is_name_like, is_not_a_secret, looks_random, word_set
 
@@ -81,7 +81,6 @@ _HEX = frozenset("0123456789abcdef")
 _CLASSIC_VENDOR = re.compile(
     "|".join(word for word in VENDOR_WORDS if word not in frozenset(SERVICE_NAMES))
 )
-_SERVICE = re.compile("|".join(rf"(?<![a-z]){name}" for name in SERVICE_NAMES))
 _KEY_EDGE = frozenset(" \t\r\n\"'`,;:=()[]{}<>|")
 _HEX32 = re.compile(r"[0-9a-f]{32}(?![A-Za-z0-9_])")
 _AWS_SECRET = re.compile(r"[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=_])")
@@ -204,11 +203,11 @@ def _service_key(source: Source, name_start: int, name_end: int, start: int, end
     malformed one, or something else). The vendors whose keys context.py has always looked for
     after their names (Mailgun, Twilio, …) keep the looser rule."""
     lowered, text = source.lowered, source.text
-    service = _SERVICE.search(lowered, name_start, name_end)
+    service = find_service(lowered, name_start, name_end)
     if service is None or _CLASSIC_VENDOR.search(lowered, name_start, name_end) is not None:
         return True  # not a service's name: "the key for …" in prose
     return (
-        service_key_fits(service.group(), text[start:end])
+        service_key_fits(service, text[start:end])
         and (start == 0 or text[start - 1] in _KEY_EDGE)
         and (end == len(text) or text[end] in _KEY_EDGE)
     )

@@ -52,6 +52,8 @@ OPERATOR = r"\\{0,3}+[\"'`]?[ \t]{0,16}(?::=|=>|=(?![=~])|\?:|\?=|:(?![:/]))[ \t
 _NAME_SET = frozenset(NAME_CHARS)
 _VENDORS = frozenset(VENDOR_WORDS)
 _SERVICE_NAMES = frozenset(SERVICE_NAMES)
+_ALL_WORDS = frozenset(SECRET_WORDS)
+_ORDER = {word: position for position, word in enumerate(SECRET_WORDS)}
 _WEAK_WORDS = frozenset(word for word in SECRET_WORDS if word_strength(word) == "weak")
 _ASSIGNABLE = frozenset(("password", "strong", "weak"))
 _NONE = 1 << 62  # the start of a search's next match when there is none
@@ -139,8 +141,12 @@ def _patterns(word: str, *, pw: bool = False) -> _Word:
         for count in range(5)
         for quote in ("", "[\"']")
     )
+    simple_pattern = re.compile(simple)
+    if strength == "vendor":  # never assigned a value (assignments.py): no pattern for it
+        unassigned = re.compile(rf"{simple}(?!{_EMPTY})")
+        return _Word(simple_pattern, simple_pattern, simple_pattern, unassigned, inside, strength)
     return _Word(
-        re.compile(simple),
+        simple_pattern,
         re.compile(rf"{simple}(?:{'|'.join(site)})"),
         re.compile(rf"{simple}(?:{'|'.join((*site, *name_key))})"),
         re.compile(rf"{simple}(?!{_EMPTY})"),
@@ -439,8 +445,7 @@ def _present(source: Source) -> tuple[list[tuple[str, _Word]], bool, bool]:
         pw = "pw" not in absent
         words = [
             (word, _AUTH_WITH_PW if word == "auth" and pw else _word_patterns(word))
-            for word in SECRET_WORDS
-            if word not in absent
+            for word in sorted(_ALL_WORDS.difference(absent), key=_ORDER.__getitem__)
         ]
         cached = source.cache["present"] = (words, pw, "value" not in absent)
     return cached  # type: ignore[return-value]

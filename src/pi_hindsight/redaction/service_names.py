@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["SERVICE_NAMES", "service_key_fits"]
+__all__ = ["SERVICE_NAMES", "find_service", "service_key_fits"]
 
 _TABLE = """
     abuseipdb:dl80 abyssale:dlu40 accuweather:dlu32,dlu35 adobe:dl32 adzuna:dl32
@@ -142,6 +142,21 @@ _SHAPES: dict[str, tuple[Shape, ...]] = {
     for name, _, shapes in (entry.partition(":") for entry in _TABLE.split())
 }
 SERVICE_NAMES: tuple[str, ...] = tuple(_SHAPES)
+# Names by their first five letters (every name has five or more); a name part starts after a
+# character that is no lowercase letter.
+_BY_HEAD: dict[str, tuple[str, ...]] = {}
+for _name in SERVICE_NAMES:
+    _BY_HEAD[_name[:5]] = (*_BY_HEAD.get(_name[:5], ()), _name)
+_PART_HEAD = re.compile(r"(?<![a-z])(?=([a-z0-9]{5}))")
+
+
+def find_service(lowered: str, start: int, end: int) -> str | None:
+    """The first service name starting a name part in ``lowered[start:end]`` (lowercase text)."""
+    for head in _PART_HEAD.finditer(lowered, start, end):
+        for name in _BY_HEAD.get(head.group(1), ()):
+            if head.start() + len(name) <= end and lowered.startswith(name, head.start()):
+                return name
+    return None
 
 
 def service_key_fits(name: str, value: str) -> bool:
