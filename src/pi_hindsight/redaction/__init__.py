@@ -166,7 +166,6 @@ _WORD_TRIGGERS = (
     *((literal, _TRIGGERS.index(literal, folded)) for literal, folded in finder.HINTS),
 )
 
-_ALL_WORDS = frozenset(word for word, _ in _WORD_TRIGGERS)
 _WORDS_BY_TRIGGER: dict[int, list[str]] = {}
 for _word, _index in _WORD_TRIGGERS:
     _WORDS_BY_TRIGGER.setdefault(_index, []).append(_word)
@@ -185,8 +184,8 @@ def _hits(text: str, *, prefilter: bool = True) -> list[Hit]:
     source = Source(text)
     if prefilter:
         present = _TRIGGERS.present(text)
-        # (set arithmetic: ~700 words, most of them service names that never occur)
-        source.absent = _ALL_WORDS.difference(
+        # (from the literals found: ~700 words, most of them service names that never occur)
+        source.present = frozenset(
             word for index in present for word in _WORDS_BY_TRIGGER.get(index, ())
         )
         enabled = set(_ALWAYS)

@@ -52,7 +52,7 @@ OPERATOR = r"\\{0,3}+[\"'`]?[ \t]{0,16}(?::=|=>|=(?![=~])|\?:|\?=|:(?![:/]))[ \t
 _NAME_SET = frozenset(NAME_CHARS)
 _VENDORS = frozenset(VENDOR_WORDS)
 _SERVICE_NAMES = frozenset(SERVICE_NAMES)
-_ALL_WORDS = frozenset(SECRET_WORDS)
+_ALL_LITERALS = frozenset((*SECRET_WORDS, *(literal for literal, _ in HINTS)))
 _ORDER = {word: position for position, word in enumerate(SECRET_WORDS)}
 _WEAK_WORDS = frozenset(word for word in SECRET_WORDS if word_strength(word) == "weak")
 _ASSIGNABLE = frozenset(("password", "strong", "weak"))
@@ -431,23 +431,23 @@ def _present(source: Source) -> tuple[list[tuple[str, _Word]], bool, bool]:
     whether "value" does. Computed once per text."""
     cached = source.cache.get("present")
     if cached is None:
-        absent = set(source.absent)
+        found = set(_ALL_LITERALS if source.present is None else source.present)
         for word, rests in _PREFIXES.items():
-            if rests and word not in absent:
+            if rests and word in found:
                 searchable, occurrences = _occurring(source, word)[:2]
                 startswith, length = searchable.startswith, len(word)
                 if occurrences is None:  # many: count them (no longer word overlaps another)
                     longer = sum(searchable.count(word + rest) for rest in rests)
                     if searchable.count(word) == longer:
-                        absent.add(word)
+                        found.discard(word)
                 elif all(startswith(rests, at + length) for at in occurrences):
-                    absent.add(word)
-        pw = "pw" not in absent
+                    found.discard(word)
+        pw = "pw" in found
         words = [
             (word, _AUTH_WITH_PW if word == "auth" and pw else _word_patterns(word))
-            for word in sorted(_ALL_WORDS.difference(absent), key=_ORDER.__getitem__)
+            for word in sorted(found.intersection(_ORDER), key=_ORDER.__getitem__)
         ]
-        cached = source.cache["present"] = (words, pw, "value" not in absent)
+        cached = source.cache["present"] = (words, pw, "value" in found)
     return cached  # type: ignore[return-value]
 
 
