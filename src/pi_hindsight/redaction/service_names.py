@@ -4,7 +4,7 @@ key when it has that service's shape, as a token after a secret word is.
 
 The names and shapes are facts from a public secret scanner's rule set (trufflehog's detectors:
 the service names they look for, and the alphabet and length of the key each captures), kept to
-names of five letters or more that are no English word or everyday tech term (``hive``,
+names of five letters or more (and ``jira``) that are no English word or everyday tech term (``hive``,
 ``kanban``, ``docker``, ``redis`` are left out: a token after them is as often an id, a digest or
 a hash) and no service whose keys have a shape of their own (found by that shape:
 :mod:`.tokens`, :mod:`.vendors`). A name counts at the start of a name part (``metabase_url``),
@@ -142,12 +142,12 @@ _SHAPES: dict[str, tuple[Shape, ...]] = {
     for name, _, shapes in (entry.partition(":") for entry in _TABLE.split())
 }
 SERVICE_NAMES: tuple[str, ...] = tuple(_SHAPES)
-# Names by their first five letters (every name has five or more); a name part starts after a
+# Names by their first four letters (every name has four or more); a name part starts after a
 # character that is no lowercase letter.
 _BY_HEAD: dict[str, tuple[str, ...]] = {}
 for _name in SERVICE_NAMES:
-    _BY_HEAD[_name[:5]] = (*_BY_HEAD.get(_name[:5], ()), _name)
-_PART_HEAD = re.compile(r"(?<![a-z])(?=([a-z0-9]{5}))")
+    _BY_HEAD[_name[:4]] = (*_BY_HEAD.get(_name[:4], ()), _name)
+_PART_HEAD = re.compile(r"(?<![a-z])(?=([a-z0-9]{4}))")
 
 
 def find_service(lowered: str, start: int, end: int) -> str | None:
