@@ -5,6 +5,7 @@ Cases are our own, generated here from the rules' descriptions."""
 from __future__ import annotations
 
 import random
+import re
 import string
 
 import pytest
@@ -275,4 +276,29 @@ def test_a_mangled_query_value_is_no_token() -> None:
     value = _mixed(28)
     assert value not in redact(f"https://api.acme-corp.io/v1/list?apikey={value}").text
     text = f"https://api.acme-corp.io/v1/list?apikey={value[:14]}%c^{value[14:]}"
+    assert redact(text).text == text
+
+
+def _random_letters(rng: random.Random, size: int) -> str:
+    return "".join(rng.choice(string.ascii_letters) for _ in range(size))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_letters_are_no_camel_case_identifier(seed: int) -> None:
+    """Random letters split into humps too (``wjXKCFzOWEPR…``: wj, XKC, Fz, …), most of them
+    without a vowel: after a secret word they are a token."""
+    rng = random.Random(seed)
+    token = _random_letters(rng, 22)
+    humps = [hump for hump in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", token)]
+    if sum(1 for hump in humps if not re.search("[aeiouyAEIOUY]", hump)) * 2 <= len(humps):
+        return  # (a draw that reads as words: the rule does not claim it)
+    assert token not in redact(f"the service token = '{token}'").text
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["XMLHttpRequestHandler", "getHTTPSConnectionPool", "sessionStorageProvider", "mySQLDBConnStr"],
+)
+def test_identifiers_with_an_acronym_or_two_stay_identifiers(name: str) -> None:
+    text = f"the token = {name}"
     assert redact(text).text == text

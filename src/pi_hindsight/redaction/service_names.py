@@ -13,8 +13,8 @@ never inside a longer word.
 Each entry is ``name`` or ``name:shape,shape``; a shape is an alphabet — ``d`` digits, ``l``
 lowercase letters, ``h`` lowercase hex, ``u`` uppercase letters, ``H`` uppercase hex, and the
 literal characters ``-_=/+.`` — then the length, a range (``20-40``) or a minimum (``16+``).
-Lengths under 16 are left out (the context rule looks at 16 characters or more); a service
-without a shape of 16 or more is not listed.
+Lengths under 16 are left out (the context rule looks at 16 characters or more), and so are
+digits alone (an id, not a key); a service without such a shape is not listed.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = ["SERVICE_NAMES", "find_service", "service_key_fits"]
 
 _TABLE = """
     abuseipdb:dl80 abyssale:dlu40 accuweather:dlu32,dlu35 adobe:dl32 adzuna:dl32
-    aeroworkflow:d16+,dlu20 airbrake:dlu-32,dlu-40 airvisual:dl-36 aiven:dlu=/+372 alconost:dl32
+    aeroworkflow:dlu20 airbrake:dlu-32,dlu-40 airvisual:dl-36 aiven:dlu=/+372 alconost:dl32
     alegra:dl-20 aletheia:du32 alienvault:dl64 allsports:dl64 amadeus:dlu16,dlu32 ambee:dh64
     amplitude:dh32 anypoint:dh32,dhH32 apacta:dl-36 api2cart:dh32 apideck:dlu40 apiflash:dl32
     apilayer:dlu32 apimatic:dlu-_64 apimetrics:dlu32 apitemplate:dlu39 appcues:dl-36,dl-39
@@ -86,7 +86,7 @@ _TABLE = """
     prospectcrm:dl-32 proxycrawl:dlu_22 purestake:dlu40 pushbullet:dlu_.34 qualaroo:dlu=64
     qubole:dl64 rapidapi:dlu-_50 reachmail:dlu-_64 rebrandly:dlu_32
     repairshopr:dlu-51,dlu_+.16-32 replyio:dlu24 revampcrm:dlu-.25-30 ringcentral:dlu-_22
-    ritekit:dh44 rocketreach:dl-39 ronin:dlu-16-25,dlu24-26 route4me:du32 rownd:d18,dl48
+    ritekit:dh44 rocketreach:dl-39 ronin:dlu-16-25,dlu24-26 route4me:du32 rownd:dl48
     runrunit:dh32,dlu18-20 salescookie:dl-32 salesflare:dlu_45 salesmate:dlu16-22
     satismeter:dlu24,dlu32 saucelabs:dlu-_.16-70 scalr:dl16-50,dlu_.136 scrapeowl:dl30
     scraperapi:dl32 scraperbox:du32 scrapestack:dl32 scrapingant:dl32 scrapingbee:du80
@@ -106,12 +106,12 @@ _TABLE = """
     timezoneapi:lu20 tmetric:du64 todoist:dl40 tomtom:dlu32 tradier:dlu28 travelpayouts:dl32
     trello:dlu-32 twelvedata:dl32 tyntec:dlu32 typetalk:dlu32,dlu64 unsplash:dlu_43
     upcdatabase:du32 uplead:dl-32 uploadcare:dl20 upwave:dl32 urlscan:dl-36 userflow:dl_29
-    userstack:dl32 vatlayer:dl32 vbout:d25 verimail:du32 veriphone:du32 versioneye:dlu-40
-    virustotal:dh64 visualcrossing:du25 voodoosms:dlu46 vouchery:dl-36,dlu-16-20 vpnapi:dlu32
-    vultr:du36 walkscore:dl32 weatherbit:dl32 weatherstack:dl32 webex:dh64 webflow:dl64
-    webscraper:dlu60 webscraping:dlu32 websitepulse:dh32,dlu_.16-22 wepay:dlu_62 whoxy:dl33
-    wistia:dl64 worksnaps:dlu40 workstack:dlu60 worldcoinindex:dlu35 worldweather:dl31
-    yandex:dlu.83 youneedabudget:dh64 yousign:dl32 zendesk:dlu-_40 zenrows:dh40 zenserp:dl-36
+    userstack:dl32 vatlayer:dl32 verimail:du32 veriphone:du32 versioneye:dlu-40 virustotal:dh64
+    visualcrossing:du25 voodoosms:dlu46 vouchery:dl-36,dlu-16-20 vpnapi:dlu32 vultr:du36
+    walkscore:dl32 weatherbit:dl32 weatherstack:dl32 webex:dh64 webflow:dl64 webscraper:dlu60
+    webscraping:dlu32 websitepulse:dh32,dlu_.16-22 wepay:dlu_62 whoxy:dl33 wistia:dl64
+    worksnaps:dlu40 workstack:dlu60 worldcoinindex:dlu35 worldweather:dl31 yandex:dlu.83
+    youneedabudget:dh64 yousign:dl32 zendesk:dlu-_40 zenrows:dh40 zenserp:dl-36
     zeplin:dlu-.350-400 zerobounce:dl32 zerotier:dlu32 zipapi:dlu32,dlu=16+ zipbooks:dlu=16+
     zipcodeapi:dlu64 zonka:dlu36
 """
