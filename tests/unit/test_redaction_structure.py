@@ -302,3 +302,14 @@ def test_random_letters_are_no_camel_case_identifier(seed: int) -> None:
 def test_identifiers_with_an_acronym_or_two_stay_identifiers(name: str) -> None:
     text = f"the token = {name}"
     assert redact(text).text == text
+
+
+def test_a_temporary_aws_key_ids_session_token_is_redacted() -> None:
+    """A temporary key id (``ASIA…``) comes with a session token: the long base64 run after it
+    is one, under any name."""
+    key_id = "ASIA" + _random(string.ascii_uppercase + string.digits, 16)
+    session = _random(_ALNUM + "+/", 300)
+    text = f"aws credentials{{\n  id: {key_id}\n  session: {session}\n}}"
+    assert session not in redact(text).text
+    plain = f"aws credentials{{\n  id: {key_id}\n  note: {'abcd' * 40}\n}}"
+    assert "abcd" * 40 in redact(plain).text

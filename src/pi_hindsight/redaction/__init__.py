@@ -128,6 +128,7 @@ _CONTEXT = _Detector(
         "secret_near_keyword",
         "password_in_prose",
         "aws_secret_access_key",
+        "aws_session_token",
         "twilio_auth_token",
         "datadog_key",
         "heroku_api_key",

@@ -84,6 +84,8 @@ _CLASSIC_VENDOR = re.compile(
 _KEY_EDGE = frozenset(" \t\r\n\"'`,;:=()[]{}<>|")
 _HEX32 = re.compile(r"[0-9a-f]{32}(?![A-Za-z0-9_])")
 _AWS_SECRET = re.compile(r"[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=_])")
+_B64_START = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{100}")
+_B64_LONG = re.compile(r"[A-Za-z0-9+/]{100,8192}+={0,2}(?![A-Za-z0-9+/=])")
 _PAIRED = (("aws_access_key_id", _AWS_SECRET, "aws_secret_access_key"),)
 # The word after "password is" / "password:" / "password to" in prose.
 _PROSE_PASSWORD = re.compile(
@@ -267,6 +269,12 @@ def _paired(source: Source) -> Iterator[Hit]:
             if secret is not None and looks_random(secret.group(), 16):
                 yield (*secret.span(), secret_kind)
     for found_start, found_end, found_kind in source.found:
+        if found_kind == "aws_access_key_id" and text.startswith("ASIA", found_start):
+            # A temporary key id comes with a session token: a long base64 run after it.
+            window = _B64_START.search(text, found_end, min(len(text), found_end + 400))
+            session = None if window is None else _B64_LONG.match(text, window.start())
+            if session is not None and looks_random(session.group()[:256], 100):
+                yield (*session.span(), "aws_session_token")
         if found_kind == "twilio_key" and text.startswith("AC", found_start):
             window = _HEX32.search(text, found_end, min(len(text), found_end + 120))
             if window is not None and (
