@@ -4,6 +4,7 @@ Cases are our own, generated here from the rules' descriptions."""
 
 from __future__ import annotations
 
+import base64
 import random
 import re
 import string
@@ -313,3 +314,49 @@ def test_a_temporary_aws_key_ids_session_token_is_redacted() -> None:
     assert session not in redact(text).text
     plain = f"aws credentials{{\n  id: {key_id}\n  note: {'abcd' * 40}\n}}"
     assert "abcd" * 40 in redact(plain).text
+
+
+def _atlassian_pat(rng: random.Random, *, colon: bytes = b":", digits: int = 12) -> str:
+    """Base64 of a numeric id, a colon and 20 random bytes (Atlassian Data Center's form)."""
+    number = "".join(rng.choice(string.digits) for _ in range(digits)).encode()
+    return base64.b64encode(number + colon + rng.randbytes(20)).decode()
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("template", ["jira_token: {}", "TOKEN={}", "{}", "BBDC-{}"])
+def test_atlassian_data_center_tokens_are_redacted(seed: int, template: str) -> None:
+    token = _atlassian_pat(random.Random(seed))
+    assert token not in redact(template.format(token)).text
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_base64_of_another_structure_is_no_atlassian_token(seed: int) -> None:
+    rng = random.Random(seed)
+    for token in (
+        _atlassian_pat(rng, colon=b";"),
+        _atlassian_pat(rng, digits=11) + "Q",
+        base64.b64encode(
+            b"".join(rng.choice(b"0123456789").to_bytes(1, "big") for _ in range(33))
+        ).decode(),
+    ):
+        text = f"the build id {token} passed"
+        assert redact(text).text == text
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        'sumologic.accessId = "{}"',
+        "SUMO_ACCESS_ID={}",
+        "export SUMOLOGIC_ACCESSID='{}'",
+        "sumo_logic_access_id: {}",
+    ],
+)
+def test_sumo_logic_access_ids_under_their_name_are_redacted(template: str) -> None:
+    access_id = "su" + _mixed(12)
+    assert access_id not in redact(template.format(access_id)).text
+
+
+def test_a_sumo_shaped_word_elsewhere_stays() -> None:
+    text = "summary: the access id is su" + _mixed(12) + " for the sumo wrestler"
+    assert redact(text).text == text
