@@ -360,3 +360,14 @@ def test_sumo_logic_access_ids_under_their_name_are_redacted(template: str) -> N
 def test_a_sumo_shaped_word_elsewhere_stays() -> None:
     text = "summary: the access id is su" + _mixed(12) + " for the sumo wrestler"
     assert redact(text).text == text
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_azure_container_registry_passwords_are_redacted(seed: int) -> None:
+    rng = random.Random(seed)
+    body = "".join(rng.choice(_ALNUM + "+/") for _ in range(42))
+    password = body + "+ACR" + "".join(rng.choice(_ALNUM) for _ in range(6))
+    for text in (f"## Save pass:\n  {password}\n", f"docker login x.azurecr.io -u x -p {password}"):
+        assert password not in redact(text).text
+    stand_in = "A" * 42 + "+ACR" + password[-6:]
+    assert redact(f"pass {stand_in}").text == f"pass {stand_in}"

@@ -4,9 +4,9 @@ key when it has that service's shape, as a token after a secret word is.
 
 The names and shapes are facts from a public secret scanner's rule set (trufflehog's detectors:
 the service names they look for, and the alphabet and length of the key each captures), kept to
-names of five letters or more (and ``jira``) that are no English word or everyday tech term (``hive``,
-``kanban``, ``docker``, ``redis`` are left out: a token after them is as often an id, a digest or
-a hash) and no service whose keys have a shape of their own (found by that shape:
+names of five letters or more (and ``jira``, ``luno``) that are no English word or everyday
+tech term (``hive``, ``kanban``, ``docker``, ``redis`` are left out: a token after them is as
+often an id, a digest or a hash) and no service whose keys have a shape of their own (found by that shape:
 :mod:`.tokens`, :mod:`.vendors`). A name counts at the start of a name part (``metabase_url``),
 never inside a longer word.
 
@@ -68,7 +68,7 @@ _TABLE = """
     karmacrm:dlu20 klipfolio:dh40 knapsackpro:dl32 kucoin:dh24 kylas:dl-36 languagelayer:dl32
     larksuite:dlu32 leadfeeder:dlu-43 lemlist:dh32 lessannoyingcrm:dlu-57 lexigram:dlu301
     linenotify:dlu43 linkpreview:dlu32 liveagent:dlu32 loadmill:dlu40 lokalise:dl40
-    loyverse:dl-32 lunchmoney:dh50 madkudu:dh32 magicbell:dlu-40 mailboxlayer:dl32
+    loyverse:dl-32 lunchmoney:dh50 luno:dlu-_43 madkudu:dh32 magicbell:dlu-40 mailboxlayer:dl32
     mailerlite:dl32 mailjet:dlu32 mandrill:dlu-_22 mapquest:dlu32 marketstack:dl32
     mattermost:dl26 mavenlink:dl64 meaningcloud:dl32 mediastack:dl32 meistertask:dlu43
     meraki:dh40 mesibo:dlu64 messagebird:dlu-_25 metaapi:dh24,dh64 metabase:dlu-36 metrilo:dl16
@@ -84,7 +84,7 @@ _TABLE = """
     plaid:dh24,dh30 planviewleankit:dh128 planyo:dl62 plivo:dlu-_40,u20 podio:dl32 pollsapi:du28
     poloniex:dh128 positionstack:dlu_32 postageapp:dlu32 powrbot:dlu40 prodpad:dh64
     prospectcrm:dl-32 proxycrawl:dlu_22 purestake:dlu40 pushbullet:dlu_.34 qualaroo:dlu=64
-    qubole:dl64 rapidapi:dlu-_50 reachmail:dlu-_64 rebrandly:dlu_32
+    qubole:dl64 rapidapi:dlu-_50 reachmail:dlu-_64 rebrandly:dlu_32 redhat:dl32
     repairshopr:dlu-51,dlu_+.16-32 replyio:dlu24 revampcrm:dlu-.25-30 ringcentral:dlu-_22
     ritekit:dh44 rocketreach:dl-39 ronin:dlu-16-25,dlu24-26 route4me:du32 rownd:dl48
     runrunit:dh32,dlu18-20 salescookie:dl-32 salesflare:dlu_45 salesmate:dlu16-22

@@ -156,6 +156,16 @@ PATTERNS: tuple[TokenPattern, ...] = (
         keep=_atlassian_pat,
     ),
     *token("atlassian_dc_token", "BBDC-", r"[A-Za-z0-9+/]{44}", boundary=_B64, keep=_atlassian_pat),
+    # Azure Container Registry passwords: 42 base64 characters, "+ACR", 6 letters and digits.
+    TokenPattern(
+        "azure_container_registry_password",
+        re.compile(
+            r"\+ACR(?<=(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{42}\+ACR)[A-Za-z0-9]{6}(?![A-Za-z0-9+/=])"
+        ),
+        (("+ACR", False),),
+        back=42,
+        keep=lambda secret: looks_random(secret[:42], 16),
+    ),
     # Tableau personal access token secrets: <22 base64>==:<32 letters and digits>.
     TokenPattern(
         "tableau_token",
