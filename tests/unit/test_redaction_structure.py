@@ -290,7 +290,7 @@ def test_random_letters_are_no_camel_case_identifier(seed: int) -> None:
     without a vowel: after a secret word they are a token."""
     rng = random.Random(seed)
     token = _random_letters(rng, 22)
-    humps = [hump for hump in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", token)]
+    humps = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", token)
     if sum(1 for hump in humps if not re.search("[aeiouyAEIOUY]", hump)) * 2 <= len(humps):
         return  # (a draw that reads as words: the rule does not claim it)
     assert token not in redact(f"the service token = '{token}'").text

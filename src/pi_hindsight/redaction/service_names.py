@@ -6,9 +6,9 @@ The names and shapes are facts from a public secret scanner's rule set (truffleh
 the service names they look for, and the alphabet and length of the key each captures), kept to
 names of five letters or more (and ``jira``, ``luno``) that are no English word or everyday
 tech term (``hive``, ``kanban``, ``docker``, ``redis`` are left out: a token after them is as
-often an id, a digest or a hash) and no service whose keys have a shape of their own (found by that shape:
-:mod:`.tokens`, :mod:`.vendors`). A name counts at the start of a name part (``metabase_url``),
-never inside a longer word.
+often an id, a digest or a hash) and no service whose keys have a shape of their own (found by
+that shape: :mod:`.tokens`, :mod:`.vendors`). A name counts at the start of a name part
+(``metabase_url``), never inside a longer word.
 
 Each entry is ``name`` or ``name:shape,shape``; a shape is an alphabet — ``d`` digits, ``l``
 lowercase letters, ``h`` lowercase hex, ``u`` uppercase letters, ``H`` uppercase hex, and the
