@@ -76,13 +76,25 @@ def _run_name(source: Source, start: int, stop: int) -> NameHit | None:
     if strength is not None:
         return (start, stop, strength, False)
     # A service's name starts a name part (``metabase_url``), never inside a word (``gambeer``).
-    if _VENDOR.search(lowered, start, stop) is not None or find_service(lowered, start, stop):
+    if _VENDOR.search(lowered, start, stop) is not None or (
+        _services_occur(source) and find_service(lowered, start, stop)
+    ):
         return (start, stop, "vendor", False)  # mailgun.client(…): a token may follow
     if stop - start == 3 and lowered.startswith("key", start):
         prose = prose_key(text, lowered, start)
         if prose is not None:
             return (start, stop, prose, True)
     return None
+
+
+def _services_occur(source: Source) -> bool:
+    """Whether the trigger pass found a service's name in the text (memoised per text)."""
+    occur = source.cache.get("services")
+    if occur is None:
+        occur = source.cache["services"] = source.present is None or not _SERVICES.isdisjoint(
+            source.present
+        )
+    return bool(occur)
 
 
 def searchable(source: Source) -> str:
