@@ -14,7 +14,8 @@ Each entry is ``name`` or ``name:shape,shape``; a shape is an alphabet — ``d``
 lowercase letters, ``h`` lowercase hex, ``u`` uppercase letters, ``H`` uppercase hex, and the
 literal characters ``-_=/+.`` — then the length, a range (``20-40``) or a minimum (``16+``).
 Lengths under 16 are left out (the context rule looks at 16 characters or more), and so are
-digits alone (an id, not a key); a service without such a shape is not listed.
+digits alone (an id, not a key) and letters of one case alone (random or an acronym: no
+rule can tell); a service without another shape is not listed.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ _TABLE = """
     pandadoc:dlu40 paperform:dlu-_.850+ paralleldots:dlu43 parseur:dh40 partnerstack:dlu64
     pastebin:dlu_32 paydirtapp:dl32 paymoapp:dlu44 paymongo:dlu_32 pdflayer:dl32 pdfshift:dh32
     peopledatalabs:dl64 pepipost:dlu-32 pipedream:dl32 pipedrive:dlu40 pixabay:dl-34
-    plaid:dh24,dh30 planviewleankit:dh128 planyo:dl62 plivo:dlu-_40,u20 podio:dl32 pollsapi:du28
+    plaid:dh24,dh30 planviewleankit:dh128 planyo:dl62 plivo:dlu-_40 podio:dl32 pollsapi:du28
     poloniex:dh128 positionstack:dlu_32 postageapp:dlu32 powrbot:dlu40 prodpad:dh64
     prospectcrm:dl-32 proxycrawl:dlu_22 purestake:dlu40 pushbullet:dlu_.34 qualaroo:dlu=64
     qubole:dl64 rapidapi:dlu-_50 reachmail:dlu-_64 rebrandly:dlu_32 redhat:dl32
