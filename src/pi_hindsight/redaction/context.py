@@ -9,13 +9,18 @@
   that says the token is something else (commit, sha, hash, id, request, fingerprint, …), no
   sentence end and no closing parenthesis. A 40- or 64-hex token looks like a git or SHA-256
   hash and needs a tighter link: at most four words, all of them connectors ("the new one is").
+- After only the name of a service whose keys have no prefix (service_names.py: ``instamojo
+  'ZrGO…'``), a token with that service's shape, a word of its own; one of another shape is
+  left to a secret word after the name.
 - The 40-character AWS secret key after an access key id, and the 32-hex Twilio auth token after
-  an account SID (``AC…``), within 120 characters.
+  an account SID (``AC…``), within 120 characters; the session token (a base64 run of 100+)
+  within 400 characters after a temporary key id (``ASIA…``).
 - After "password"/"passphrase" in prose: the next word when it mixes letters with digits or
   symbols ("the password is hunter2"), not a plain word ("the password is required").
 
 Each keyword's window starts where the previous one's scan ended, so every character is scanned
-a bounded number of times.
+a bounded number of times (a service's name whose token does not fit leaves the token to the
+next keyword: windows are 96 characters, so that stays bounded).
 """
 
 from __future__ import annotations
@@ -78,9 +83,7 @@ _VENDORS = (
 )
 _HEX = frozenset("0123456789abcdef")
 # The vendor words before the service names (names.py): their keys are looked for as before.
-_CLASSIC_VENDOR = re.compile(
-    "|".join(word for word in VENDOR_WORDS if word not in frozenset(SERVICE_NAMES))
-)
+_CLASSIC_VENDOR = re.compile("|".join(sorted(set(VENDOR_WORDS) - set(SERVICE_NAMES))))
 _KEY_EDGE = frozenset(" \t\r\n\"'`,;:=()[]{}<>|")
 _HEX32 = re.compile(r"[0-9a-f]{32}(?![A-Za-z0-9_])")
 _AWS_SECRET = re.compile(r"[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=_])")

@@ -155,7 +155,7 @@ def _patterns(word: str, *, pw: bool = False) -> _Word:
     )
 
 
-# Compiled when a text first holds the word: most of the ~650 service names never occur.
+# Compiled when a text first holds the word: most of the ~450 service names never occur.
 _word_patterns = functools.cache(_patterns)
 # A bare "key" assigned a value (``Key=…``, ``key: …``, ``"key": "…"``) is a weak name: only a
 # random value counts (the value of a lookup table's "key" is a word or a path, not random), so
