@@ -148,11 +148,15 @@ PATTERNS: tuple[TokenPattern, ...] = (
         keep=lambda secret: looks_random(secret, 14),
     ),
     # Atlassian Data Center personal access tokens: base64 of "<12 digits>:<20 bytes>" (44
-    # characters, so "M", "N" or "O" then "D", "T", "j" or "z"), Bitbucket's with "BBDC-".
+    # characters; three digits encode as [MNO][DTjz][AEIMQUYcgk][wxyz0-5]), Bitbucket's with
+    # "BBDC-".
     TokenPattern(
         "atlassian_dc_token",
-        re.compile(r"[MNO](?<![A-Za-z0-9+/_-][MNO])[DTjz][A-Za-z0-9+/]{42}(?![A-Za-z0-9+/=_-])"),
-        tuple((first + second, False) for first in "MNO" for second in "DTjz"),
+        re.compile(
+            r"[MNO](?<![A-Za-z0-9+/_-][MNO])[DTjz][AEIMQUYcgk][wxyz0-5][A-Za-z0-9+/]{40}"
+            r"(?![A-Za-z0-9+/=_-])"
+        ),
+        tuple((a + b + c, False) for a in "MNO" for b in "DTjz" for c in "AEIMQUYcgk"),
         keep=_atlassian_pat,
     ),
     *token("atlassian_dc_token", "BBDC-", r"[A-Za-z0-9+/]{44}", boundary=_B64, keep=_atlassian_pat),
