@@ -84,10 +84,12 @@ NEW_SECRETS = {
     "sidekiq_secret": "BUNDLE_GEMS__CONTRIBSYS__COM=" + _random(_HEX, 8) + ":" + _random(_HEX, 8),
 }
 # Forms newly recognised around a value: a Makefile's conditional assignment, a secret-named
-# literal passed beside its value (line template, value).
+# literal passed beside its value, a service's name (line template, value).
 NEW_FORMS = {
     "makefile": ("DEPLOY_TOKEN ?= {}", _random(_ALNUM, 28) + "7q"),
     "literal_pair": ('System.setProperty("API_TOKEN", "{}");', _random(_ALNUM, 28) + "4k"),
+    # a key after only a service's name, in that service's shape (Instamojo: 40 alphanumerics)
+    "service_name": ("instamojo '{}'", _random(_ALNUM, 38) + "8r"),
 }
 USER_TOKEN = "acme_" + _random(string.ascii_lowercase + string.digits, 12)
 ALLOWED = "sk_test_" + _random(_ALNUM, 30)  # a published test key the user allows

@@ -4,7 +4,9 @@ Cases are our own, generated here from the rules' descriptions."""
 
 from __future__ import annotations
 
+import base64
 import random
+import re
 import string
 
 import pytest
@@ -276,3 +278,94 @@ def test_a_mangled_query_value_is_no_token() -> None:
     assert value not in redact(f"https://api.acme-corp.io/v1/list?apikey={value}").text
     text = f"https://api.acme-corp.io/v1/list?apikey={value[:14]}%c^{value[14:]}"
     assert redact(text).text == text
+
+
+def _random_letters(rng: random.Random, size: int) -> str:
+    return "".join(rng.choice(string.ascii_letters) for _ in range(size))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_letters_are_no_camel_case_identifier(seed: int) -> None:
+    """Random letters split into humps too (``wjXKCFzOWEPR…``: wj, XKC, Fz, …), most of them
+    without a vowel: after a secret word they are a token."""
+    rng = random.Random(seed)
+    token = _random_letters(rng, 22)
+    humps = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", token)
+    if sum(1 for hump in humps if not re.search("[aeiouyAEIOUY]", hump)) * 2 <= len(humps):
+        return  # (a draw that reads as words: the rule does not claim it)
+    assert token not in redact(f"the service token = '{token}'").text
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["XMLHttpRequestHandler", "getHTTPSConnectionPool", "sessionStorageProvider", "mySQLDBConnStr"],
+)
+def test_identifiers_with_an_acronym_or_two_stay_identifiers(name: str) -> None:
+    text = f"the token = {name}"
+    assert redact(text).text == text
+
+
+def test_a_temporary_aws_key_ids_session_token_is_redacted() -> None:
+    """A temporary key id (``ASIA…``) comes with a session token: the long base64 run after it
+    is one, under any name."""
+    key_id = "ASIA" + _random(string.ascii_uppercase + string.digits, 16)
+    session = _random(_ALNUM + "+/", 300)
+    text = f"aws credentials{{\n  id: {key_id}\n  session: {session}\n}}"
+    assert session not in redact(text).text
+    plain = f"aws credentials{{\n  id: {key_id}\n  note: {'abcd' * 40}\n}}"
+    assert "abcd" * 40 in redact(plain).text
+
+
+def _atlassian_pat(rng: random.Random, *, colon: bytes = b":", digits: int = 12) -> str:
+    """Base64 of a numeric id, a colon and 20 random bytes (Atlassian Data Center's form)."""
+    number = "".join(rng.choice(string.digits) for _ in range(digits)).encode()
+    return base64.b64encode(number + colon + rng.randbytes(20)).decode()
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("template", ["jira_token: {}", "TOKEN={}", "{}", "BBDC-{}"])
+def test_atlassian_data_center_tokens_are_redacted(seed: int, template: str) -> None:
+    token = _atlassian_pat(random.Random(seed))
+    assert token not in redact(template.format(token)).text
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_base64_of_another_structure_is_no_atlassian_token(seed: int) -> None:
+    rng = random.Random(seed)
+    for token in (
+        _atlassian_pat(rng, colon=b";"),
+        _atlassian_pat(rng, digits=11) + "Q",
+        base64.b64encode(bytes(rng.choice(b"0123456789") for _ in range(33))).decode(),
+    ):
+        text = f"the build id {token} passed"
+        assert redact(text).text == text
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        'sumologic.accessId = "{}"',
+        "SUMO_ACCESS_ID={}",
+        "export SUMOLOGIC_ACCESSID='{}'",
+        "sumo_logic_access_id: {}",
+    ],
+)
+def test_sumo_logic_access_ids_under_their_name_are_redacted(template: str) -> None:
+    access_id = "su" + _mixed(12)
+    assert access_id not in redact(template.format(access_id)).text
+
+
+def test_a_sumo_shaped_word_elsewhere_stays() -> None:
+    text = "summary: the access id is su" + _mixed(12) + " for the sumo wrestler"
+    assert redact(text).text == text
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_azure_container_registry_passwords_are_redacted(seed: int) -> None:
+    rng = random.Random(seed)
+    body = "".join(rng.choice(_ALNUM + "+/") for _ in range(42))
+    password = body + "+ACR" + "".join(rng.choice(_ALNUM) for _ in range(6))
+    for text in (f"## Save pass:\n  {password}\n", f"docker login x.azurecr.io -u x -p {password}"):
+        assert password not in redact(text).text
+    stand_in = "A" * 42 + "+ACR" + password[-6:]
+    assert redact(f"pass {stand_in}").text == f"pass {stand_in}"

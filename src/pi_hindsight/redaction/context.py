@@ -9,13 +9,18 @@
   that says the token is something else (commit, sha, hash, id, request, fingerprint, …), no
   sentence end and no closing parenthesis. A 40- or 64-hex token looks like a git or SHA-256
   hash and needs a tighter link: at most four words, all of them connectors ("the new one is").
+- After only the name of a service whose keys have no prefix (service_names.py: ``instamojo
+  'ZrGO…'``), a token with that service's shape, a word of its own; one of another shape is
+  left to a secret word after the name.
 - The 40-character AWS secret key after an access key id, and the 32-hex Twilio auth token after
-  an account SID (``AC…``), within 120 characters.
+  an account SID (``AC…``), within 120 characters; the session token (a base64 run of 100+)
+  within 400 characters after a temporary key id (``ASIA…``).
 - After "password"/"passphrase" in prose: the next word when it mixes letters with digits or
   symbols ("the password is hunter2"), not a plain word ("the password is required").
 
 Each keyword's window starts where the previous one's scan ended, so every character is scanned
-a bounded number of times.
+a bounded number of times (a service's name whose token does not fit leaves the token to the
+next keyword: windows are 96 characters, so that stays bounded).
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ import string
 from collections.abc import Iterator
 
 from pi_hindsight.redaction.finder import Names
-from pi_hindsight.redaction.names import NOT_SECRET_KEYS
+from pi_hindsight.redaction.names import NOT_SECRET_KEYS, VENDOR_WORDS
+from pi_hindsight.redaction.service_names import SERVICE_NAMES, find_service, service_key_fits
 from pi_hindsight.redaction.source import Hit, Source
 from pi_hindsight.redaction.values import is_name_like, is_not_a_secret, looks_random, word_set
 
@@ -76,8 +82,13 @@ _VENDORS = (
     ("amazon", "aws_secret_access_key"),
 )
 _HEX = frozenset("0123456789abcdef")
+# The vendor words before the service names (names.py): their keys are looked for as before.
+_CLASSIC_VENDOR = re.compile("|".join(sorted(set(VENDOR_WORDS) - set(SERVICE_NAMES))))
+_KEY_EDGE = frozenset(" \t\r\n\"'`,;:=()[]{}<>|")
 _HEX32 = re.compile(r"[0-9a-f]{32}(?![A-Za-z0-9_])")
 _AWS_SECRET = re.compile(r"[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=_])")
+_B64_START = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{100}")
+_B64_LONG = re.compile(r"[A-Za-z0-9+/]{100,8192}+={0,2}(?![A-Za-z0-9+/=])")
 _PAIRED = (("aws_access_key_id", _AWS_SECRET, "aws_secret_access_key"),)
 # The word after "password is" / "password:" / "password to" in prose.
 _PROSE_PASSWORD = re.compile(
@@ -121,6 +132,10 @@ def find_by_context(source: Source) -> Iterator[Hit]:
         token_start = candidate.start()
         token = _RUN.match(text, token_start)
         token_end = token.end() if token is not None else candidate.end()
+        if strength == "vendor" and not _service_key(
+            source, name_start, name_end, token_start, token_end
+        ):
+            continue  # not this service's key; a secret word after the name may still take it
         scanned = token_end
         value = text[token_start:token_end]
         if _fragment(text, token_start, token_end):
@@ -186,6 +201,23 @@ def _gap_ok(lowered: str, name_start: int, keyword_end: int, token: str, token_s
     return not any(word in _BLOCKERS_BEFORE for word in before)
 
 
+def _service_key(source: Source, name_start: int, name_end: int, start: int, end: int) -> bool:
+    """After only a service's name (service_names.py), a key has that service's shape and is a
+    word of its own, between quotes, blanks or punctuation (``instamojo 'ZrGO…'``): a value of
+    another length or alphabet, or glued to other characters, is not that service's key (a
+    malformed one, or something else). The vendors whose keys context.py has always looked for
+    after their names (Mailgun, Twilio, …) keep the looser rule."""
+    lowered, text = source.lowered, source.text
+    service = find_service(lowered, name_start, name_end)
+    if service is None or _CLASSIC_VENDOR.search(lowered, name_start, name_end) is not None:
+        return True  # not a service's name: "the key for …" in prose
+    return (
+        service_key_fits(service, text[start:end])
+        and (start == 0 or text[start - 1] in _KEY_EDGE)
+        and (end == len(text) or text[end] in _KEY_EDGE)
+    )
+
+
 def _vendor_kind(lowered: str, name_start: int, token_start: int) -> str:
     around = lowered[max(0, name_start - 48) : token_start]
     for word, kind in _VENDORS:
@@ -240,6 +272,12 @@ def _paired(source: Source) -> Iterator[Hit]:
             if secret is not None and looks_random(secret.group(), 16):
                 yield (*secret.span(), secret_kind)
     for found_start, found_end, found_kind in source.found:
+        if found_kind == "aws_access_key_id" and text.startswith("ASIA", found_start):
+            # A temporary key id comes with a session token: a long base64 run after it.
+            window = _B64_START.search(text, found_end, min(len(text), found_end + 400))
+            session = None if window is None else _B64_LONG.match(text, window.start())
+            if session is not None and looks_random(session.group()[:256], 100):
+                yield (*session.span(), "aws_session_token")
         if found_kind == "twilio_key" and text.startswith("AC", found_start):
             window = _HEX32.search(text, found_end, min(len(text), found_end + 120))
             if window is not None and (

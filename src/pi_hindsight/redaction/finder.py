@@ -18,6 +18,7 @@ found (:mod:`.runs`) are shared through ``source.cache``.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import re
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from pi_hindsight.redaction.names import (
     prose_key,
     word_strength,
 )
+from pi_hindsight.redaction.service_names import SERVICE_NAMES
 from pi_hindsight.redaction.source import NAME_CHARS, Source
 
 __all__ = ["HINTS", "OPERATOR", "Names"]
@@ -49,6 +51,9 @@ OPERATOR = r"\\{0,3}+[\"'`]?[ \t]{0,16}(?::=|=>|=(?![=~])|\?:|\?=|:(?![:/]))[ \t
 
 _NAME_SET = frozenset(NAME_CHARS)
 _VENDORS = frozenset(VENDOR_WORDS)
+_SERVICE_NAMES = frozenset(SERVICE_NAMES)
+_ALL_LITERALS = frozenset((*SECRET_WORDS, *(literal for literal, _ in HINTS)))
+_ORDER = {word: position for position, word in enumerate(SECRET_WORDS)}
 _WEAK_WORDS = frozenset(word for word in SECRET_WORDS if word_strength(word) == "weak")
 _ASSIGNABLE = frozenset(("password", "strong", "weak"))
 _NONE = 1 << 62  # the start of a search's next match when there is none
@@ -136,8 +141,12 @@ def _patterns(word: str, *, pw: bool = False) -> _Word:
         for count in range(5)
         for quote in ("", "[\"']")
     )
+    simple_pattern = re.compile(simple)
+    if strength == "vendor":  # never assigned a value (assignments.py): no pattern for it
+        unassigned = re.compile(rf"{simple}(?!{_EMPTY})")
+        return _Word(simple_pattern, simple_pattern, simple_pattern, unassigned, inside, strength)
     return _Word(
-        re.compile(simple),
+        simple_pattern,
         re.compile(rf"{simple}(?:{'|'.join(site)})"),
         re.compile(rf"{simple}(?:{'|'.join((*site, *name_key))})"),
         re.compile(rf"{simple}(?!{_EMPTY})"),
@@ -146,7 +155,8 @@ def _patterns(word: str, *, pw: bool = False) -> _Word:
     )
 
 
-_WORDS = {word: _patterns(word) for word in SECRET_WORDS}
+# Compiled when a text first holds the word: most of the ~450 service names never occur.
+_word_patterns = functools.cache(_patterns)
 # A bare "key" assigned a value (``Key=…``, ``key: …``, ``"key": "…"``) is a weak name: only a
 # random value counts (the value of a lookup table's "key" is a word or a path, not random), so
 # only a value of 16 value characters or more is looked at (``&key=a`` repeated costs no Python).
@@ -411,6 +421,7 @@ _PREFIXES = {
         other[len(word) :] for other in SECRET_WORDS if other != word and other.startswith(word)
     )
     for word in SECRET_WORDS
+    if word not in _SERVICE_NAMES  # (no secret word starts with one)
 }
 
 
@@ -420,24 +431,23 @@ def _present(source: Source) -> tuple[list[tuple[str, _Word]], bool, bool]:
     whether "value" does. Computed once per text."""
     cached = source.cache.get("present")
     if cached is None:
-        absent = set(source.absent)
+        found = set(_ALL_LITERALS if source.present is None else source.present)
         for word, rests in _PREFIXES.items():
-            if rests and word not in absent:
+            if rests and word in found:
                 searchable, occurrences = _occurring(source, word)[:2]
                 startswith, length = searchable.startswith, len(word)
                 if occurrences is None:  # many: count them (no longer word overlaps another)
                     longer = sum(searchable.count(word + rest) for rest in rests)
                     if searchable.count(word) == longer:
-                        absent.add(word)
+                        found.discard(word)
                 elif all(startswith(rests, at + length) for at in occurrences):
-                    absent.add(word)
-        pw = "pw" not in absent
+                    found.discard(word)
+        pw = "pw" in found
         words = [
-            (word, _AUTH_WITH_PW if word == "auth" and pw else patterns)
-            for word, patterns in _WORDS.items()
-            if word not in absent
+            (word, _AUTH_WITH_PW if word == "auth" and pw else _word_patterns(word))
+            for word in sorted(found.intersection(_ORDER), key=_ORDER.__getitem__)
         ]
-        cached = source.cache["present"] = (words, pw, "value" not in absent)
+        cached = source.cache["present"] = (words, pw, "value" in found)
     return cached  # type: ignore[return-value]
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 from typing import Literal
 
+from pi_hindsight.redaction.service_names import SERVICE_NAMES
 from pi_hindsight.redaction.source import name_parts
 from pi_hindsight.redaction.values import word_set
 
@@ -48,6 +49,7 @@ VENDOR_WORDS = (
     "algolia",
     "cloudflare",
     "login",
+    *SERVICE_NAMES,
 )
 
 # Every secret name contains one of these (lowercase) words. The longer forms of "pass" are

@@ -12,13 +12,15 @@ from __future__ import annotations
 import re
 
 from pi_hindsight.redaction.names import VENDOR_WORDS, NameHit, name_strength, prose_key
+from pi_hindsight.redaction.service_names import SERVICE_NAMES, find_service
 from pi_hindsight.redaction.source import Source
 
 __all__ = ["find_run", "run_name", "run_start", "searchable"]
 
 _NAME_LOWER = "abcdefghijklmnopqrstuvwxyz0123456789_.-"  # name characters of the lowered text
 _NAME_RUN = re.compile(r"[a-z0-9_.-]++")
-_VENDOR = re.compile("|".join(VENDOR_WORDS))
+_SERVICES = frozenset(SERVICE_NAMES)
+_VENDOR = re.compile("|".join(word for word in VENDOR_WORDS if word not in _SERVICES))
 _MARKER_LOWERED = "[redacted:"
 # A marker of an earlier redaction (in the lowered text), cut short too: its kind is no name.
 _MARKERS = re.compile(r"\[redacted:[a-z0-9_]{0,64}\]?")
@@ -73,13 +75,26 @@ def _run_name(source: Source, start: int, stop: int) -> NameHit | None:
     strength = name_strength(text[start:stop])
     if strength is not None:
         return (start, stop, strength, False)
-    if _VENDOR.search(lowered, start, stop) is not None:
+    # A service's name starts a name part (``metabase_url``), never inside a word (``gambeer``).
+    if _VENDOR.search(lowered, start, stop) is not None or (
+        _services_occur(source) and find_service(lowered, start, stop)
+    ):
         return (start, stop, "vendor", False)  # mailgun.client(…): a token may follow
     if stop - start == 3 and lowered.startswith("key", start):
         prose = prose_key(text, lowered, start)
         if prose is not None:
             return (start, stop, prose, True)
     return None
+
+
+def _services_occur(source: Source) -> bool:
+    """Whether the trigger pass found a service's name in the text (memoised per text)."""
+    occur = source.cache.get("services")
+    if occur is None:
+        occur = source.cache["services"] = source.present is None or not _SERVICES.isdisjoint(
+            source.present
+        )
+    return bool(occur)
 
 
 def searchable(source: Source) -> str:

@@ -38,8 +38,9 @@ class Source:
     text: str
     found: list[Hit] = field(default_factory=list)
     cache: dict[str, object] = field(default_factory=dict)  # results shared between detectors
-    # Secret words (and finder.HINTS) the trigger pass found absent: no need to search for them.
-    absent: frozenset[str] = frozenset()
+    # The secret words (and finder.HINTS) the trigger pass found (None: it did not run, any may
+    # occur); the others need no search.
+    present: frozenset[str] | None = None
 
     @cached_property
     def lowered(self) -> str:

@@ -181,6 +181,7 @@ _HUMP = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 
 
 _CONSONANT_RUN = re.compile(r"[bcdfghjklmnpqrstvwxz]{5}")
+_VOWEL = re.compile(r"[aeiouyAEIOUY]")
 
 
 def _is_word_like(piece: str) -> bool:
@@ -191,7 +192,12 @@ def _is_word_like(piece: str) -> bool:
     if sum(len(hump) for hump in humps) != len(letters):
         return False
     singles = sum(1 for hump in humps if len(hump) == 1)
-    return singles <= 1 and all(_pronounceable(hump) for hump in humps)
+    if singles > 1 or not all(_pronounceable(hump) for hump in humps):
+        return False
+    # Random letters read as humps too (``wjXKCFzOWEPRqhTmmb``: wj, XKC, Fz, …), most of them
+    # without a vowel; an identifier's humps are words, and the odd acronym (``XMLHttpDb``).
+    vowelless = sum(1 for hump in humps if _VOWEL.search(hump) is None)
+    return vowelless < 4 or vowelless * 2 <= len(humps)
 
 
 def _pronounceable(hump: str) -> bool:

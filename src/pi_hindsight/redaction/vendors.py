@@ -8,6 +8,8 @@ match whose body is a placeholder is dropped (placeholders.py).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Callable
 
@@ -16,8 +18,23 @@ from pi_hindsight.redaction.values import looks_random
 
 __all__ = ["PATTERNS"]
 
+_SUMO_NAME = (
+    r"[Ss][Uu][Mm][Oo](?<![A-Za-z0-9][Ss][Uu][Mm][Oo])[A-Za-z0-9_.-]{0,24}?"
+    r"[Aa][Cc][Cc][Ee][Ss][Ss][_.-]?[Ii][Dd]"
+)
+
 _DASHED = "A-Za-z0-9_-"
 _B64 = "A-Za-z0-9+/=_"
+
+
+def _atlassian_pat(secret: str) -> bool:
+    """An Atlassian Data Center personal access token (Jira, Confluence, Bitbucket) is base64 of
+    a 12-digit id, ``:`` and 20 random bytes."""
+    try:
+        raw = base64.b64decode(secret[-44:], validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return len(raw) == 33 and raw[:12].isdigit() and raw[12:13] == b":"
 
 
 def _random_body(length: int) -> Callable[[str], bool]:
@@ -121,6 +138,37 @@ PATTERNS: tuple[TokenPattern, ...] = (
         r"[a-z0-9]{8}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{12}",
         boundary=_DASHED,
         keep=_random_body(4),
+    ),
+    # Sumo Logic access ids: su + 12 letters and digits, assigned to a sumo…access id name.
+    TokenPattern(
+        "sumologic_access_id",
+        re.compile(_SUMO_NAME + r"[\"']?[ \t]{0,4}[:=]{1,2}[ \t]{0,4}[\"']?(su[A-Za-z0-9]{12})\b"),
+        (("sumo", True),),
+        group=1,
+        keep=lambda secret: looks_random(secret, 14),
+    ),
+    # Atlassian Data Center personal access tokens: base64 of "<12 digits>:<20 bytes>" (44
+    # characters; three digits encode as [MNO][DTjz][AEIMQUYcgk][wxyz0-5]), Bitbucket's with
+    # "BBDC-".
+    TokenPattern(
+        "atlassian_dc_token",
+        re.compile(
+            r"[MNO](?<![A-Za-z0-9+/_-][MNO])[DTjz][AEIMQUYcgk][wxyz0-5][A-Za-z0-9+/]{40}"
+            r"(?![A-Za-z0-9+/=_-])"
+        ),
+        tuple((a + b + c, False) for a in "MNO" for b in "DTjz" for c in "AEIMQUYcgk"),
+        keep=_atlassian_pat,
+    ),
+    *token("atlassian_dc_token", "BBDC-", r"[A-Za-z0-9+/]{44}", boundary=_B64, keep=_atlassian_pat),
+    # Azure Container Registry passwords: 42 base64 characters, "+ACR", 6 letters and digits.
+    TokenPattern(
+        "azure_container_registry_password",
+        re.compile(
+            r"\+ACR(?<=(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{42}\+ACR)[A-Za-z0-9]{6}(?![A-Za-z0-9+/=])"
+        ),
+        (("+ACR", False),),
+        back=42,
+        keep=lambda secret: looks_random(secret[:42], 16),
     ),
     # Tableau personal access token secrets: <22 base64>==:<32 letters and digits>.
     TokenPattern(
