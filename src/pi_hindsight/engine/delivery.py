@@ -423,7 +423,7 @@ class Deliverer:
         ``total_ms``); ``recall_ms``: what recall took (None: all of it, for the memo alone)."""
         memo = fetched.memo
         builder = MessageBuilder(
-            recalled_at=datetime.now(UTC).strftime("%Y-%m-%d"),
+            recalled_at=datetime.now(UTC).date().isoformat(),  # strftime: ~20 µs (issue 19)
             ceiling_tokens=self.host.block_ceiling_tokens(settings.recall.request_max_tokens),
             # Framing once per session (R-RECALL-5): by the host, or by the first block.
             framed=not host_frames and not memory.framed,
