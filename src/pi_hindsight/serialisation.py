@@ -24,9 +24,9 @@ from typing import Any, Self
 from pydantic import (
     BaseModel,
     ConfigDict,
+    ModelWrapValidatorHandler,
     ValidationError,
     ValidationInfo,
-    ValidatorFunctionWrapHandler,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -62,8 +62,8 @@ class SnakeRecord(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _tolerant_read(
-        cls, data: object, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
-    ) -> object:
+        cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo
+    ) -> Self:
         """A tolerant read (:meth:`load`) drops keys no field has and leaves a field that does
         not validate at its default; a bad required field still fails the record. One check per
         record, not per field: constructing a record in code pays nothing for it (issue 19)."""

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Sequence, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, StrictInt, ValidationInfo, field_serializer, model_validator
 
@@ -256,8 +256,9 @@ class DeliveryDetails(Record):
     """What a delivery carries besides its text: kept with the host's message (never sent to the
         model), read back from the host's session record on resume (:meth:`load`: tolerant, as a
         host's file outlives versions), and recorded as evidence. Its JSON (``to_json``) leaves out
-        what is empty (each such field says so: ``Absent``), so a host's answer can carry the details
-    typed and serialise them once with the rest; ``held`` is evidence only and never in it."""
+        what is empty (each such field says so: ``Absent``, ``Empty``), so a host's answer carries
+    the details typed and serialises them in one pass with the rest; ``held`` is evidence only
+    and never in it."""
 
     request_id: str
     scope_id: Annotated[str | None, Absent] = None

@@ -13,7 +13,6 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from pi_hindsight.engine.types import DeliveryDetails
-
 from pi_hindsight.rpc.jsonrpc import Encoded
 
 # Identifiers are bounded: they are stored in the evidence ledger and the outbox.
