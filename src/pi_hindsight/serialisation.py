@@ -67,7 +67,7 @@ class SnakeRecord(BaseModel):
         """A tolerant read (:meth:`load`) drops keys no field has and leaves a field that does
         not validate at its default; a bad required field still fails the record. One check per
         record, not per field: constructing a record in code pays nothing for it (issue 19)."""
-        if not (is_tolerant(info) and isinstance(data, dict)):
+        if not (isinstance(data, dict) and is_tolerant(info)):  # a record passes as it is
             return handler(data)
         fields = _fields_by_key(cls)
         data = {key: value for key, value in data.items() if key in fields}

@@ -448,10 +448,12 @@ class MessageBuilder:
                 continue
             handled.add(key)
             text = record_text(record.text, self._redact)
-            if any(memo.states(text) for memo in self._memos):
+            if self._memos and any(memo.states(text) for memo in self._memos):
                 report.omitted_in_memo += 1
                 continue
-            group = [member for member in groups[key] if member.id not in already_delivered]
+            group = groups[key]
+            if already_delivered:
+                group = [member for member in group if member.id not in already_delivered]
             merged = self._merge(group)
             rendered, shown = self._render(merged, text)
             cost = estimate_tokens(rendered) + 1
