@@ -9,7 +9,13 @@ from pi_hindsight.engine.memory_block import MessageBuilder, estimate_tokens, re
 from pi_hindsight.engine.query import build_query, is_trivial
 from pi_hindsight.engine.scope import Scope
 from pi_hindsight.engine.startup_memo import memo_id
-from pi_hindsight.engine.types import DeliveredRecord
+from pi_hindsight.engine.types import (
+    DeliveredRecord,
+    DeliveryDetails,
+    HeldRecord,
+    MemoUse,
+    Omitted,
+)
 from pi_hindsight.hosts.pi.session_file import (
     delivered_record_ids,
     memo_delivered,
@@ -191,3 +197,32 @@ def test_visible_context_follows_the_leaf_and_the_latest_compaction(tmp_path: Pa
     assert delivered_record_ids(visible) == {"m2"}  # m1 was compacted away; m9 is on another branch
     assert memo_delivered(visible) == "v1"
     assert recent_turns(visible, 5) == [("user", "three"), ("user", "four\u2028still four")]
+
+
+def test_recalled_and_delivered_details_are_what_validation_would_make_of_them() -> None:
+    """The details' two steps copy typed values without validating them again (issue 19): the
+    result must be the record that validating the same values gives."""
+    record = DeliveredRecord(id="m1", key="k1", section="project", scores=RecallScores(final=0.5))
+    held = HeldRecord(id="h1", key="k2", section="project", text="t", reason="below")
+    details = (
+        DeliveryDetails(request_id="r", scope_id="s", bank_id="b")
+        .recalled(
+            recall_ms=12.5,
+            total_ms=14.0,
+            bank_ids=("b", "u"),
+            memo_status="ready",
+            omitted=Omitted(budget=2, relevance=1),
+            held=(held,),
+        )
+        .delivered(
+            records=(record,),
+            framed=True,
+            tokens=42,
+            memo=MemoUse("memo-1", "2026-11-29T10:00:00Z"),
+            memo_version="v1",
+        )
+    )
+    assert details == DeliveryDetails.model_validate(dict(details.__dict__))
+    assert details.record_ids == ("m1",) and details.record_keys == ("k1",)
+    assert details.memo == MemoUse("memo-1", "2026-11-29T10:00:00Z")
+    assert details.held == (held,) and "held" not in details.to_json()

@@ -325,9 +325,10 @@ class MessageBuilder:
             ceiling_tokens - estimate_tokens(self._header) - estimate_tokens(self._footer)
         )
         # Once per distinct text in a block: records of one session share their context, and a
-        # context is both shown and kept in the details (issue 19: the answer's own cost).
-        self._redact = functools.cache(redact)
-        self._default_context = functools.cache(default_context)
+        # context is both shown and kept in the details (issue 19: the answer's own cost). Plain
+        # dicts: a ``functools.cache`` wrapper costs more to make than a block saves with it.
+        self._redactor, self._redacted = redact, dict[str, str]()
+        self._is_default, self._defaults = default_context, dict[str, bool]()
         self._parts: list[str] = []
         self._reports: list[SectionReport] = []
         self._seen_texts: set[str] = set()
@@ -355,8 +356,19 @@ class MessageBuilder:
         self._memos.append(MemoStatements(body))
         return report
 
+    def _redact(self, text: str) -> str:
+        redacted = self._redacted.get(text)
+        if redacted is None:
+            redacted = self._redacted[text] = self._redactor(text)
+        return redacted
+
     def _informs(self, context: str | None) -> bool:
-        return bool(context) and not self._default_context(context or "")
+        if not context:
+            return False
+        default = self._defaults.get(context)
+        if default is None:
+            default = self._defaults[context] = self._is_default(context)
+        return not default
 
     def _merge(self, group: Sequence[MemoryRecord]) -> _Origin:
         """The first of records with the same text, with the provenance the others carry: an
@@ -436,10 +448,12 @@ class MessageBuilder:
                 continue
             handled.add(key)
             text = record_text(record.text, self._redact)
-            if any(memo.states(text) for memo in self._memos):
+            if self._memos and any(memo.states(text) for memo in self._memos):
                 report.omitted_in_memo += 1
                 continue
-            group = [member for member in groups[key] if member.id not in already_delivered]
+            group = groups[key]
+            if already_delivered:
+                group = [member for member in group if member.id not in already_delivered]
             merged = self._merge(group)
             rendered, shown = self._render(merged, text)
             cost = estimate_tokens(rendered) + 1

@@ -10,12 +10,12 @@ a host's files outlive versions. docs/adr/0008-typed-engine-contract.md and 0010
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Literal, get_args
 
-from pydantic import Field, StrictInt, ValidationInfo, model_validator
+from pydantic import Field, StrictInt, ValidationInfo, field_serializer, model_validator
 
 from pi_hindsight.backend.resources import RecallScores
 from pi_hindsight.engine.scope import Scope
@@ -170,6 +170,20 @@ def scores_json(scores: RecallScores | None) -> dict[str, float] | None:
 Count = Annotated[StrictInt, Field(ge=0)]
 
 
+def _is_none(value: object) -> bool:
+    return value is None
+
+
+def _is_empty(value: Sized) -> bool:
+    return not value
+
+
+# What a host's copy of the details leaves out (``DeliveryDetails``): a None, an empty list. Said
+# per field, so the details serialise straight to JSON inside a host's answer (issue 19).
+Absent = Field(exclude_if=_is_none)
+Empty = Field(exclude_if=_is_empty)
+
+
 class Omitted(Record):
     """Recalled records left out of a delivery, by why."""
 
@@ -193,16 +207,22 @@ class DeliveredRecord(Record):
     id: str
     key: str = ""  # engine/memory_block.py record_key of the text
     section: str = ""  # "project", "user"
-    type: str | None = None  # world, experience, observation
-    document_id: str | None = None
-    chunk_id: str | None = None
-    occurred: str | None = None  # when it happened (occurred_start, else mentioned_at), as recalled
-    context: str | None = None  # as recalled, redacted
+    type: Annotated[str | None, Absent] = None  # world, experience, observation
+    document_id: Annotated[str | None, Absent] = None
+    chunk_id: Annotated[str | None, Absent] = None
+    # When it happened (occurred_start, else mentioned_at), as recalled.
+    occurred: Annotated[str | None, Absent] = None
+    context: Annotated[str | None, Absent] = None  # as recalled, redacted
     shown: tuple[str, ...] = ()  # what of it besides the text the block showed: "context", "source"
     # Records of the same text left out as duplicates of this one (a fact and its observation);
     # their provenance fills what this one lacks.
     duplicate_ids: tuple[str, ...] = ()
-    scores: RecallScores | None = None  # why recall returned it (issue 13), as recalled
+    # Why recall returned it (issue 13), as recalled; in JSON the arms that have a score.
+    scores: Annotated[RecallScores | None, Absent] = None
+
+    @field_serializer("scores")
+    def _scores_json(self, scores: RecallScores | None) -> dict[str, float] | None:
+        return scores_json(scores)
 
 
 @dataclass(frozen=True)
@@ -234,29 +254,34 @@ class MemoUse:
 
 class DeliveryDetails(Record):
     """What a delivery carries besides its text: kept with the host's message (never sent to the
-    model), read back from the host's session record on resume (:meth:`load`: tolerant, as a
-    host's file outlives versions), and recorded as evidence. Its JSON (``to_json``) leaves out
-    what is empty; ``held`` is evidence only and never in it."""
+        model), read back from the host's session record on resume (:meth:`load`: tolerant, as a
+        host's file outlives versions), and recorded as evidence. Its JSON (``to_json``) leaves out
+        what is empty (each such field says so: ``Absent``, ``Empty``), so a host's answer carries
+    the details typed and serialises them in one pass with the rest; ``held`` is evidence only
+    and never in it."""
 
     request_id: str
-    scope_id: str | None = None
-    bank_id: str | None = None
-    bank_ids: tuple[str, ...] = ()  # every bank recall asked
-    record_ids: tuple[str, ...] = ()
-    record_keys: tuple[str, ...] = ()  # engine/memory_block.py record_key, per delivered record
-    records: tuple[DeliveredRecord, ...] = ()  # per delivered record, in block order
+    scope_id: Annotated[str | None, Absent] = None
+    bank_id: Annotated[str | None, Absent] = None
+    bank_ids: Annotated[tuple[str, ...], Empty] = ()  # every bank recall asked
+    record_ids: Annotated[tuple[str, ...], Empty] = ()
+    # engine/memory_block.py record_key, per delivered record
+    record_keys: Annotated[tuple[str, ...], Empty] = ()
+    records: Annotated[tuple[DeliveredRecord, ...], Empty] = ()  # per delivered record, in order
     framed: bool = False  # the block carries the full framing (R-RECALL-5), not only the mark
     # engine/startup_memo.py MemoStatus, when the memo was fetched ("memo" in the JSON)
-    memo_status: str | None = Field(default=None, alias="memo")
-    memo_version: str | None = None  # of the memo this delivery included
-    memo_id: str | None = None  # the memo this delivery included, and when it was refreshed
-    memo_refreshed_at: str | None = None
-    omitted: Omitted | None = None  # None: recall did not run (or found nothing to compose)
-    tokens: StrictInt | None = None
-    recall_ms: float | None = None
-    total_ms: float | None = None
+    memo_status: str | None = Field(default=None, alias="memo", exclude_if=_is_none)
+    memo_version: Annotated[str | None, Absent] = None  # of the memo this delivery included
+    # The memo this delivery included, and when it was refreshed.
+    memo_id: Annotated[str | None, Absent] = None
+    memo_refreshed_at: Annotated[str | None, Absent] = None
+    # None: recall did not run (or found nothing to compose)
+    omitted: Annotated[Omitted | None, Absent] = None
+    tokens: Annotated[StrictInt | None, Absent] = None
+    recall_ms: Annotated[float | None, Absent] = None
+    total_ms: Annotated[float | None, Absent] = None
     # The query each recall was sent, redacted as sent ({"project": …, "user": …}).
-    queries: dict[str, str] = Field(default_factory=dict)
+    queries: dict[str, str] = Field(default_factory=dict, exclude_if=_is_empty)
     # Recalled records the relevance policy held back (evidence only; not in ``to_json``).
     held: tuple[HeldRecord, ...] = Field(default=(), exclude=True)
 
@@ -264,9 +289,53 @@ class DeliveryDetails(Record):
     def memo(self) -> MemoUse | None:
         return None if self.memo_id is None else MemoUse(self.memo_id, self.memo_refreshed_at)
 
-    def to_json(self) -> dict[str, Any]:
-        data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return {key: value for key, value in data.items() if value not in ([], {})}
+    # The two steps every recall's details take. Their values are typed by these signatures (and
+    # were validated where they were made), so the copy is not validated again: a validation of
+    # twenty records was the slowest step of composing a delivery (issue 19).
+    def recalled(
+        self,
+        *,
+        recall_ms: float,
+        total_ms: float,
+        bank_ids: tuple[str, ...],
+        memo_status: str | None,
+        omitted: Omitted,
+        held: tuple[HeldRecord, ...],
+    ) -> DeliveryDetails:
+        """These details with what the recall found (every outcome after a recall)."""
+        return self.model_copy(
+            update={
+                "recall_ms": recall_ms,
+                "total_ms": total_ms,
+                "bank_ids": bank_ids,
+                "memo_status": memo_status,
+                "omitted": omitted,
+                "held": held,
+            }
+        )
+
+    def delivered(
+        self,
+        *,
+        records: tuple[DeliveredRecord, ...],
+        framed: bool,
+        tokens: int,
+        memo: MemoUse | None,
+        memo_version: str | None,
+    ) -> DeliveryDetails:
+        """These details with the block that was delivered."""
+        return self.model_copy(
+            update={
+                "record_ids": tuple(record.id for record in records),
+                "record_keys": tuple(record.key for record in records),
+                "records": records,
+                "framed": framed,
+                "tokens": tokens,
+                "memo_id": None if memo is None else memo.memo_id,
+                "memo_refreshed_at": None if memo is None else memo.refreshed_at,
+                "memo_version": memo_version,
+            }
+        )
 
     @model_validator(mode="before")
     @classmethod

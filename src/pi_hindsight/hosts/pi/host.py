@@ -154,7 +154,7 @@ class PiHost:
             custom_type=CUSTOM_TYPE,
             content=delivery.text,
             display=False,
-            details=delivery.details.to_json(),
+            details=delivery.details,
         )
 
     def show(self, notices: Sequence[Notice]) -> list[wire.NoticeWire]:

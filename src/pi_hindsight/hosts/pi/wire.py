@@ -8,10 +8,11 @@ fails when either drifts from it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from pi_hindsight.engine.types import DeliveryDetails
 from pi_hindsight.rpc.jsonrpc import Encoded
 
 # Identifiers are bounded: they are stored in the evidence ledger and the outbox.
@@ -184,7 +185,11 @@ class MemoryMessageWire(WireModel):
     custom_type: str = Field(alias="customType")
     content: str
     display: bool
-    details: dict[str, Any]  # DeliveryDetails.to_json (engine/types.py): never sent to the model
+    # Never sent to the model. Serialised as ``DeliveryDetails.to_json`` (engine/types.py) says,
+    # straight from the record, in the same pass as the answer (issue 19); an object to the shim.
+    details: Annotated[
+        DeliveryDetails, WithJsonSchema({"additionalProperties": True, "type": "object"})
+    ]
 
 
 class FramingWire(WireModel):
