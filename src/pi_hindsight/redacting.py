@@ -13,6 +13,7 @@ depends on its text and the user's rules alone.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,16 @@ def redact(text: str) -> Redacted:
 
         _redact = loaded
     return _redact(text)
+
+
+def loaded() -> bool:
+    return _redact is not None
+
+
+async def load() -> None:
+    """Import the redaction package off the event loop: a request that needs it first waits
+    without blocking the loop, so its own bound still holds while it imports."""
+    await asyncio.to_thread(redact, "")
 
 
 @functools.lru_cache(maxsize=_REMEMBERED)

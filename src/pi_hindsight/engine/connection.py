@@ -5,6 +5,7 @@ registered scopes with their missions."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -41,7 +42,7 @@ class HindsightConnection:
         self._factory = factory
         self._resolve = base_url_resolver
         self._backend: MemoryBackend | None = None
-        self._lock = asyncio.Lock()
+        self._opening: asyncio.Future[MemoryBackend] | None = None
         self._banks_ready: set[str] = set()
         self._bank_locks: dict[str, asyncio.Lock] = {}
         self.healthy: bool | None = None  # None: not contacted yet
@@ -53,19 +54,30 @@ class HindsightConnection:
         return self._backend is not None
 
     async def backend(self, settings: Settings) -> MemoryBackend:
-        async with self._lock:
-            if self._backend is None:
-                base_url = self._resolve(settings)
-                if base_url is None:
-                    raise BackendError(
-                        "no Hindsight server is configured",
-                        hint="start one with `pi-hindsight server start`, or set hindsight.baseUrl "
-                        "in the config file or HINDSIGHT_BASE_URL",
-                    )
-                hindsight = settings.hindsight
-                access = ServerAccess(base_url, hindsight.api_key, hindsight.ca_file)
-                self._backend = await self._factory(access)
+        """The session's client, opened at first use. Opening it (importing the client, ~0.8 s,
+        much more on a loaded machine) is shielded: a request whose bound ran out while it waited
+        leaves it to finish for the next one, instead of starting it again."""
+        if self._backend is not None:
             return self._backend
+        opening = self._opening
+        if opening is None or (opening.done() and opening.exception() is not None):
+            opening = self._opening = asyncio.ensure_future(self._open(settings))
+            # Its failure is read here even when every waiter gave up (never "not retrieved").
+            opening.add_done_callback(lambda done: done.cancelled() or done.exception())
+        return await asyncio.shield(opening)
+
+    async def _open(self, settings: Settings) -> MemoryBackend:
+        base_url = self._resolve(settings)
+        if base_url is None:
+            raise BackendError(
+                "no Hindsight server is configured",
+                hint="start one with `pi-hindsight server start`, or set hindsight.baseUrl "
+                "in the config file or HINDSIGHT_BASE_URL",
+            )
+        hindsight = settings.hindsight
+        access = ServerAccess(base_url, hindsight.api_key, hindsight.ca_file)
+        self._backend = await self._factory(access)
+        return self._backend
 
     async def route(self, settings: Settings) -> ProxyRoute | None:
         """The proxy the client uses for the session's server, as ``status`` shows it (None:
@@ -114,5 +126,9 @@ class HindsightConnection:
         return (Notice.warning(f"memory unavailable for this request: {error.describe()}"),)
 
     async def close(self) -> None:
+        if self._backend is None and self._opening is not None and not self._opening.done():
+            # Still opening (an import in its thread): wait for it, to close what it opens.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._opening), timeout=5)
         if self._backend is not None:
             await self._backend.close()

@@ -18,7 +18,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pi_hindsight import relevance
+from pi_hindsight import redacting, relevance
 from pi_hindsight.backend import MemoryBackend, MemoryRecord
 from pi_hindsight.config import Settings
 from pi_hindsight.engine.connection import HindsightConnection
@@ -216,10 +216,7 @@ class Deliverer:
             return _outcome("skipped", details, reason="the startup memo is off in this profile")
         timeout = settings.recall.timeout_ms / 1000
         try:
-            backend = await self.connection.backend(settings)
-            memo = await asyncio.wait_for(
-                self._memo(backend, scope, settings, timeout * 0.9), timeout=timeout
-            )
+            memo = await asyncio.wait_for(self._backend_memo(scope, settings, timeout), timeout)
         except (BackendError, TimeoutError) as error:
             failure = (
                 error
@@ -279,13 +276,21 @@ class Deliverer:
         )
         if not query:
             return _outcome("skipped", details, reason="empty prompt")
+        timeout = recall.timeout_ms / 1000
+        # The first request may wait for the redaction tables (and below, the client) to load:
+        # in recall's bound and off the loop (a loaded machine can take seconds).
+        if not redacting.loaded():
+            try:
+                await asyncio.wait_for(redacting.load(), timeout=timeout)
+            except TimeoutError:
+                reason = f"memory was still loading after {timeout:.1f}s; the next request has it"
+                return _outcome("skipped", details, reason=reason)
         query = redact(query).text  # a secret in the prompt is not sent to recall either
         details = details.but(queries=dict(_queries(settings, query)))
-        timeout = recall.timeout_ms / 1000
         try:
-            backend = await self.connection.backend(settings)
             fetched = await asyncio.wait_for(
-                self._fetch(backend, scope, settings, query), timeout=timeout
+                self._backend_fetch(scope, settings, query),
+                timeout=max(0.0, timeout - (time.perf_counter() - started)),
             )
         except (BackendError, TimeoutError) as error:
             failure = (
@@ -316,6 +321,13 @@ class Deliverer:
             recall_ms=recall_ms,
         )
         return delivery.with_notices(notices)
+
+    async def _backend_memo(self, scope: Scope, settings: Settings, timeout: float) -> MemoState:
+        backend = await self.connection.backend(settings)
+        return await self._memo(backend, scope, settings, timeout * 0.9)
+
+    async def _backend_fetch(self, scope: Scope, settings: Settings, query: str) -> _Fetched:
+        return await self._fetch(await self.connection.backend(settings), scope, settings, query)
 
     async def _fetch(
         self, backend: MemoryBackend, scope: Scope, settings: Settings, query: str
