@@ -39,9 +39,19 @@ def _key(rng: random.Random, alphabet: frozenset[str], size: int) -> str:
     return "".join(body)
 
 
+# Shapes of letters and digits: a key of letters alone may read as a camelCase identifier, which
+# the random-letters rule (values.py, its own tests) rightly declines; drawn here it made this
+# property fail now and then (timezoneapi 'DdrHllGeNuJtVQIAsQaw').
+_MIXED = {
+    name: [shape for shape in _SHAPES[name] if any(char.isdigit() for char in shape[0])]
+    for name in SERVICE_NAMES
+}
+_MIXED_NAMES = [name for name in SERVICE_NAMES if _MIXED[name]]
+
+
 def _fitting(rng: random.Random) -> tuple[str, str]:
-    name = rng.choice(SERVICE_NAMES)
-    alphabet, low, high = rng.choice(_SHAPES[name])
+    name = rng.choice(_MIXED_NAMES)
+    alphabet, low, high = rng.choice(_MIXED[name])
     return name, _key(rng, alphabet, rng.randint(low, max(low, min(high, low + 24))))
 
 
