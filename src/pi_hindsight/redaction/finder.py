@@ -368,8 +368,6 @@ class _Runs:
         source = self._source
         start = self._from(position) if by_end else max(self._searched, position)
         while True:
-            if self._skip_to:
-                start = self._skip(start)
             occurrence = self._next(start)
             if occurrence == _NONE:
                 self._name, self._searched, self.active = None, _NONE, False
@@ -379,6 +377,8 @@ class _Runs:
             if run_start < 0:
                 continue  # too long to be a key name
             if self._view == "assignable" and not _may_assign(source, run_start, run_stop):
+                if self._skip_to:  # (after a run that is not assigned: the next may not be)
+                    start = self._skip(start)
                 continue
             name = runs.run_name(source, run_start, run_stop)
             if (
