@@ -335,6 +335,12 @@ class _Search:
         return self._skip is None or start not in self._skip
 
 
+@functools.cache
+def _combined(patterns: tuple[tuple[re.Pattern[str], str], ...]) -> re.Pattern[str]:
+    """One pattern matching where any of ``patterns`` does (the leftmost of their matches)."""
+    return re.compile("|".join(f"(?:{pattern.pattern})" for pattern, _ in patterns))
+
+
 class _Runs:
     """The names longer than their secret word, run by run from increasing positions."""
 
@@ -350,6 +356,12 @@ class _Runs:
         source.cache.setdefault("run_names", {})
         source.cache.setdefault("runs_at", {})
         self._searches = [_Search(source, pattern, word, None) for pattern, word in patterns]
+        if len(patterns) > 1 and all(search.plain for search in self._searches):
+            # Words that all occur often: one search for the first of them, not one per word.
+            combined = _Search(source, _combined(tuple(patterns)), patterns[0][1], None)
+            combined.last = max(search.last for search in self._searches)
+            combined.endpos = max(search.endpos for search in self._searches)
+            self._searches = [combined]
         # The assignable view in a text without "value": only a run followed by an operator (a
         # site) or starting with "-" may be assigned (_may_assign), so the runs before the next
         # of those are skipped at C speed (adversarial text: ``token_url `` repeated).

@@ -40,7 +40,7 @@ def find_run(source: Source, occurrence: int) -> tuple[int, int, int]:
     runs: dict[int, tuple[int, int, int]] = source.cache["runs"]  # type: ignore[assignment]
     lowered = searchable(source)
     start = run_start(lowered, occurrence)
-    known = runs.get(start)
+    known = runs.get(start) if start >= 0 else None  # (-1: a run too long, not one run)
     if known is not None and known[2] > occurrence:
         return known
     right = lowered[occurrence : occurrence + RUN_LIMIT + 1]
@@ -50,7 +50,8 @@ def find_run(source: Source, occurrence: int) -> tuple[int, int, int]:
         resolved = (-1, -1, occurrence + 1 if end is None else end.end())
     else:
         resolved = by_occurrence[occurrence] = (start, stop, stop)
-    runs[start] = resolved
+    if start >= 0:
+        runs[start] = resolved
     return resolved
 
 
