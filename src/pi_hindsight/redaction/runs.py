@@ -73,15 +73,17 @@ def run_name(source: Source, start: int, stop: int) -> NameHit | None:
     # name is judged by the run alone, so what the run says is memoised by its characters, as
     # offsets from its bounds. Not a bare "key" (judged by the word before it), nor a run right
     # after a letter blanked out of the searchable text (a service name starts a name part).
-    run = source.text[start:stop]
-    if (start and source.lowered[start - 1] in _LETTERS) or run.strip(".-").lower() == "key":
+    if start and source.lowered[start - 1] in _LETTERS:
         name = names[start] = _run_name(source, start, stop)
         return name
     by_text: dict[str, tuple[int, int, str] | None] = source.cache.setdefault("run_texts", {})  # type: ignore[assignment]
+    run = source.text[start:stop]
     known = by_text.get(run, _UNKNOWN)
     if known is _UNKNOWN:
-        name = _run_name(source, start, stop)
-        known = by_text[run] = None if name is None else (name[0] - start, stop - name[1], name[2])
+        name = names[start] = _run_name(source, start, stop)
+        if run.strip(".-").lower() != "key":
+            by_text[run] = None if name is None else (name[0] - start, stop - name[1], name[2])
+        return name
     if known is None:
         names[start] = None
         return None
