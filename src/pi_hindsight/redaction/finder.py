@@ -73,6 +73,7 @@ _SITE_AFTER = re.compile(rf"{OPERATOR}+(?!{_EMPTY_QUOTES})|{_XML_VALUE}")
 # lowered text, not the searchable one), and where a run starting with "-" starts.
 _SITE_AT = re.compile(rf"(?<=[a-z0-9_.-])(?:{_SITE_AFTER.pattern})")
 _DASH_RUN = re.compile(r"(?<![a-z0-9_.-])-")
+_SKIP_GAIN = 64
 _EMPTY_AT = re.compile(_EMPTY)
 _NAME_KEY_END = re.compile(r"[:=][ \t]{0,4}[\"']?\Z")
 
@@ -367,6 +368,9 @@ class _Runs:
         # of those are skipped at C speed (adversarial text: ``token_url `` repeated).
         self._skip_to = view == "assignable" and not _present(source)[2]
         self._site = self._dash = -1  # the next site and dash run start found (_NONE: none)
+        # Where sites are as frequent as runs (``name: DB_PASSWORD``) skipping gains nothing:
+        # after a skip of less than _SKIP_GAIN, the next ones are tried ever more rarely.
+        self._wait, self._backoff = 0, 1
         self._name: NameHit | None = None  # the last name found
         self._searched = 0 if patterns else _NONE  # the runs before this have been looked at
         self.active = bool(patterns)  # whether a name can still be found or returned again
@@ -390,7 +394,7 @@ class _Runs:
                 continue  # too long to be a key name
             if self._view == "assignable" and not _may_assign(source, run_start, run_stop):
                 if self._skip_to:  # (after a run that is not assigned: the next may not be)
-                    start = self._skip(start)
+                    start = self._skip_after(start)
                 continue
             name = runs.run_name(source, run_start, run_stop)
             if (
@@ -400,6 +404,18 @@ class _Runs:
             ):
                 self._name = name
                 return name
+
+    def _skip_after(self, start: int) -> int:
+        if self._wait:
+            self._wait -= 1
+            return start
+        target = self._skip(start)
+        if target - start >= _SKIP_GAIN:
+            self._backoff = 1
+        else:
+            self._backoff = min(2 * self._backoff, 64)
+            self._wait = self._backoff
+        return target
 
     def _skip(self, start: int) -> int:
         """Where the first run starting at or after ``start`` that may be assigned can start:
