@@ -69,6 +69,11 @@ _EMPTY = OPERATOR + _EMPTY_QUOTES
 _XML_VALUE = r">[^<\r\n]{1,1024}+</"  # assignments.py's _XML_TEXT after ">"
 _FLAG_VALUE = r"[ \t]{1,16}+[^\s-]"  # --token <value>
 _SITE_AFTER = re.compile(rf"{OPERATOR}+(?!{_EMPTY_QUOTES})|{_XML_VALUE}")
+# Where _SITE_AFTER can match at the end of a run (after a name character; a superset: the
+# lowered text, not the searchable one), and where a run starting with "-" starts.
+_SITE_AT = re.compile(rf"(?<=[a-z0-9_.-])(?:{_SITE_AFTER.pattern})")
+_DASH_RUN = re.compile(r"(?<![a-z0-9_.-])-")
+_SKIP_GAIN = 64
 _EMPTY_AT = re.compile(_EMPTY)
 _NAME_KEY_END = re.compile(r"[:=][ \t]{0,4}[\"']?\Z")
 
@@ -331,6 +336,12 @@ class _Search:
         return self._skip is None or start not in self._skip
 
 
+@functools.cache
+def _combined(patterns: tuple[tuple[re.Pattern[str], str], ...]) -> re.Pattern[str]:
+    """One pattern matching where any of ``patterns`` does (the leftmost of their matches)."""
+    return re.compile("|".join(f"(?:{pattern.pattern})" for pattern, _ in patterns))
+
+
 class _Runs:
     """The names longer than their secret word, run by run from increasing positions."""
 
@@ -344,7 +355,22 @@ class _Runs:
         self._source, self._view, self._assigned = source, view, assigned
         source.cache.setdefault("runs", {})
         source.cache.setdefault("run_names", {})
+        source.cache.setdefault("runs_at", {})
         self._searches = [_Search(source, pattern, word, None) for pattern, word in patterns]
+        if len(patterns) > 1 and all(search.plain for search in self._searches):
+            # Words that all occur often: one search for the first of them, not one per word.
+            combined = _Search(source, _combined(tuple(patterns)), patterns[0][1], None)
+            combined.last = max(search.last for search in self._searches)
+            combined.endpos = max(search.endpos for search in self._searches)
+            self._searches = [combined]
+        # The assignable view in a text without "value": only a run followed by an operator (a
+        # site) or starting with "-" may be assigned (_may_assign), so the runs before the next
+        # of those are skipped at C speed (adversarial text: ``token_url `` repeated).
+        self._skip_to = view == "assignable" and not _present(source)[2]
+        self._site = self._dash = -1  # the next site and dash run start found (_NONE: none)
+        # Where sites are as frequent as runs (``name: DB_PASSWORD``) skipping gains nothing:
+        # after a skip of less than _SKIP_GAIN, the next ones are tried ever more rarely.
+        self._wait, self._backoff = 0, 1
         self._name: NameHit | None = None  # the last name found
         self._searched = 0 if patterns else _NONE  # the runs before this have been looked at
         self.active = bool(patterns)  # whether a name can still be found or returned again
@@ -367,6 +393,8 @@ class _Runs:
             if run_start < 0:
                 continue  # too long to be a key name
             if self._view == "assignable" and not _may_assign(source, run_start, run_stop):
+                if self._skip_to:  # (after a run that is not assigned: the next may not be)
+                    start = self._skip_after(start)
                 continue
             name = runs.run_name(source, run_start, run_stop)
             if (
@@ -376,6 +404,38 @@ class _Runs:
             ):
                 self._name = name
                 return name
+
+    def _skip_after(self, start: int) -> int:
+        if self._wait:
+            self._wait -= 1
+            return start
+        target = self._skip(start)
+        if target - start >= _SKIP_GAIN:
+            self._backoff = 1
+        else:
+            self._backoff = min(2 * self._backoff, 64)
+            self._wait = self._backoff
+        return target
+
+    def _skip(self, start: int) -> int:
+        """Where the first run starting at or after ``start`` that may be assigned can start:
+        the start of the run before the next site, or the next run starting with "-"."""
+        source = self._source
+        searchable = runs.searchable(source)
+        if self._site < start and self._site != _NONE:
+            site = _SITE_AT.search(source.lowered, start)
+            self._site = _NONE if site is None else site.start()
+        # (a run holding ``start`` can start with "-" before it, and be taken trimmed of it)
+        base = runs.run_start(searchable, start) if 0 < start <= len(searchable) else start
+        base = max(0, start - runs.RUN_LIMIT - 1) if base < 0 else base
+        if self._dash < base and self._dash != _NONE:
+            dash = _DASH_RUN.search(searchable, base)
+            self._dash = _NONE if dash is None else dash.start()
+        target = self._dash
+        if self._site < target:
+            before = runs.run_start(searchable, self._site)
+            target = self._site - runs.RUN_LIMIT - 1 if before < 0 else before
+        return max(start, target)
 
     def _from(self, position: int) -> int:
         """Where to look for a run ending at or after ``position``: the run holding the
@@ -530,6 +590,7 @@ def _entries(
         return cached  # type: ignore[return-value]
     source.cache.setdefault("runs", {})
     source.cache.setdefault("run_names", {})
+    source.cache.setdefault("runs_at", {})
     entries: list[tuple[NameHit, str, int, int]] = []
     seen: set[int] = set()  # run starts
     for word, patterns in _present(source)[0]:

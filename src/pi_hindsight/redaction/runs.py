@@ -15,7 +15,7 @@ from pi_hindsight.redaction.names import VENDOR_WORDS, NameHit, name_strength, p
 from pi_hindsight.redaction.service_names import SERVICE_NAMES, find_service
 from pi_hindsight.redaction.source import Source
 
-__all__ = ["find_run", "run_name", "run_start", "searchable"]
+__all__ = ["RUN_LIMIT", "find_run", "run_name", "run_start", "searchable"]
 
 _NAME_LOWER = "abcdefghijklmnopqrstuvwxyz0123456789_.-"  # name characters of the lowered text
 _NAME_RUN = re.compile(r"[a-z0-9_.-]++")
@@ -24,34 +24,41 @@ _VENDOR = re.compile("|".join(word for word in VENDOR_WORDS if word not in _SERV
 _MARKER_LOWERED = "[redacted:"
 # A marker of an earlier redaction (in the lowered text), cut short too: its kind is no name.
 _MARKERS = re.compile(r"\[redacted:[a-z0-9_]{0,64}\]?")
-_RUN_LIMIT = 160  # longer runs of name characters are not key names
+RUN_LIMIT = 160  # longer runs of name characters are not key names
+_UNKNOWN = (-1, -1, "")
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
 
 
 def find_run(source: Source, occurrence: int) -> tuple[int, int, int]:
     """The run of name characters holding the secret word at ``occurrence``: its start and end,
     and where to look for the next run (start -1: longer than 160 characters, no key name).
-    Memoised per text: the detectors share the runs."""
+    Memoised per text and occurrence: the detectors share the runs."""
+    by_occurrence: dict[int, tuple[int, int, int]] = source.cache["runs_at"]  # type: ignore[assignment]
+    known = by_occurrence.get(occurrence)
+    if known is not None:
+        return known  # (each detector asks for the same occurrences)
     runs: dict[int, tuple[int, int, int]] = source.cache["runs"]  # type: ignore[assignment]
     lowered = searchable(source)
     start = run_start(lowered, occurrence)
-    known = runs.get(start)
+    known = runs.get(start) if start >= 0 else None  # (-1: a run too long, not one run)
     if known is not None and known[2] > occurrence:
         return known
-    right = lowered[occurrence : occurrence + _RUN_LIMIT + 1]
+    right = lowered[occurrence : occurrence + RUN_LIMIT + 1]
     stop = occurrence + len(right) - len(right.lstrip(_NAME_LOWER))
-    if start < 0 or stop - start > _RUN_LIMIT:
+    if start < 0 or stop - start > RUN_LIMIT:
         end = _NAME_RUN.match(lowered, occurrence)  # skip all of a run too long to be a name
         resolved = (-1, -1, occurrence + 1 if end is None else end.end())
     else:
-        resolved = (start, stop, stop)
-    runs[start] = resolved
+        resolved = by_occurrence[occurrence] = (start, stop, stop)
+    if start >= 0:
+        runs[start] = resolved
     return resolved
 
 
 def run_start(lowered: str, position: int) -> int:
     """Where the run of name characters ending at ``position`` starts (-1: more than 160
     characters before it)."""
-    low = max(0, position - _RUN_LIMIT - 1)
+    low = max(0, position - RUN_LIMIT - 1)
     left = lowered[low:position]
     start = position - (len(left) - len(left.rstrip(_NAME_LOWER)))
     return -1 if start == low and low > 0 else start
@@ -62,7 +69,25 @@ def run_name(source: Source, start: int, stop: int) -> NameHit | None:
     names: dict[int, NameHit | None] = source.cache["run_names"]  # type: ignore[assignment]
     if start in names:
         return names[start]
-    name = names[start] = _run_name(source, start, stop)
+    # The same run recurs throughout a text (adversarial text: tens of thousands of times): a
+    # name is judged by the run alone, so what the run says is memoised by its characters, as
+    # offsets from its bounds. Not a bare "key" (judged by the word before it), nor a run right
+    # after a letter blanked out of the searchable text (a service name starts a name part).
+    if start and source.lowered[start - 1] in _LETTERS:
+        name = names[start] = _run_name(source, start, stop)
+        return name
+    by_text: dict[str, tuple[int, int, str] | None] = source.cache.setdefault("run_texts", {})  # type: ignore[assignment]
+    run = source.text[start:stop]
+    known = by_text.get(run, _UNKNOWN)
+    if known is _UNKNOWN:
+        name = names[start] = _run_name(source, start, stop)
+        if run.strip(".-").lower() != "key":
+            by_text[run] = None if name is None else (name[0] - start, stop - name[1], name[2])
+        return name
+    if known is None:
+        names[start] = None
+        return None
+    name = names[start] = (start + known[0], stop - known[1], known[2], False)  # type: ignore[assignment]
     return name
 
 
