@@ -229,7 +229,7 @@ def test_the_trigger_pass_reports_every_literal_on_a_dense_adversarial_text() ->
 @settings(max_examples=300, deadline=None)
 @given(TEXTS)
 # Runs that are not assigned, skipped up to the next operator or run starting with "-"
-# (finder._Runs._skip): a run starting with "-" before the position asked, one cut by a token.
+# (sites.SiteSkip): a run starting with "-" before the position asked, one cut by a token.
 @example("token_url " * 3 + "-token_x y a.-token=1 " + "token_url " * 2 + "db_token: abc1")
 @example("password=abc-token_url=x token_url --api_token z mailgun_url .-secret_id: q")
 @example("token_url ghp_" + "a1B2" * 9 + "=x my_token_ghp_" + "a1B2" * 9 + ": y -pwd_url ")

@@ -28,8 +28,9 @@ import re
 from collections.abc import Iterator
 from typing import Literal
 
-from pi_hindsight.redaction.finder import OPERATOR, Names
+from pi_hindsight.redaction.finder import Names
 from pi_hindsight.redaction.names import Strength, names_a_token
+from pi_hindsight.redaction.sites import OPERATOR
 from pi_hindsight.redaction.source import Hit, Lines, Source
 from pi_hindsight.redaction.values import (
     is_code,

@@ -34,20 +34,22 @@ from pi_hindsight.redaction.names import (
     word_strength,
 )
 from pi_hindsight.redaction.service_names import SERVICE_NAMES
+from pi_hindsight.redaction.sites import (
+    EMPTY_QUOTES,
+    OPERATOR,
+    XML_VALUE,
+    SiteSkip,
+    may_assign,
+)
 from pi_hindsight.redaction.source import NAME_CHARS, Source
 
-__all__ = ["HINTS", "OPERATOR", "Names"]
+__all__ = ["HINTS", "Names"]
 
 # Literals whose absence spares work (the trigger pass reports them, see Source.absent): "pw"
 # (a weak run can be a password only through a "pw" part) and "value" (name: DB_PASSWORD …
 # value: …, assignments.py's _name_value).
 HINTS = (("pw", True), ("value", False))
 
-# What follows a key name that is assigned a value: an optional closing quote, the operator,
-# blanks (``?=``: a Makefile's conditional assignment; ``\\"``: JSON inside a string). Not
-# ``==``, ``::``, ``=~``, ``://``.
-# (assignments.py reads the value after it.)
-OPERATOR = r"\\{0,3}+[\"'`]?[ \t]{0,16}(?::=|=>|=(?![=~])|\?:|\?=|:(?![:/]))[ \t]{0,16}"
 
 _NAME_SET = frozenset(NAME_CHARS)
 _VENDORS = frozenset(VENDOR_WORDS)
@@ -64,18 +66,9 @@ View = Literal["all", "assignable", "openers"]
 
 # After a name: an operator and an empty quoted value (""). Such a name is assigned nothing
 # that could be a secret: assignments.py need not look at it, and context.py leaves it alone.
-_EMPTY_QUOTES = r"(?:\"\"|''|``)"
-_EMPTY = OPERATOR + _EMPTY_QUOTES
-_XML_VALUE = r">[^<\r\n]{1,1024}+</"  # assignments.py's _XML_TEXT after ">"
+_EMPTY = OPERATOR + EMPTY_QUOTES
 _FLAG_VALUE = r"[ \t]{1,16}+[^\s-]"  # --token <value>
-_SITE_AFTER = re.compile(rf"{OPERATOR}+(?!{_EMPTY_QUOTES})|{_XML_VALUE}")
-# Where _SITE_AFTER can match at the end of a run (after a name character; a superset: the
-# lowered text, not the searchable one), and where a run starting with "-" starts.
-_SITE_AT = re.compile(rf"(?<=[a-z0-9_.-])(?:{_SITE_AFTER.pattern})")
-_DASH_RUN = re.compile(r"(?<![a-z0-9_.-])-")
-_SKIP_GAIN = 64
 _EMPTY_AT = re.compile(_EMPTY)
-_NAME_KEY_END = re.compile(r"[:=][ \t]{0,4}[\"']?\Z")
 
 
 @dataclass(frozen=True)
@@ -136,9 +129,9 @@ def _patterns(word: str, *, pw: bool = False) -> _Word:
         rf"(?<!{keyword_end}[ \t]{literal})(?<!{keyword_end}[ \t][\"']{literal})"
     )
     site = (
-        rf"{first_on_line}(?={OPERATOR}+(?!{_EMPTY_QUOTES}))",  # (blanks possessive)
-        rf"(?={OPERATOR}+(?!{_EMPTY_QUOTES})(?:[\"'`]|[^\s\"'`,;)(\]}}{{&<>]))",
-        rf"(?<=<{literal})(?={_XML_VALUE})",
+        rf"{first_on_line}(?={OPERATOR}+(?!{EMPTY_QUOTES}))",  # (blanks possessive)
+        rf"(?={OPERATOR}+(?!{EMPTY_QUOTES})(?:[\"'`]|[^\s\"'`,;)(\]}}{{&<>]))",
+        rf"(?<=<{literal})(?={XML_VALUE})",
         rf"(?<=--{literal})(?={_FLAG_VALUE})",
     )
     name_key = tuple(
@@ -366,11 +359,9 @@ class _Runs:
         # The assignable view in a text without "value": only a run followed by an operator (a
         # site) or starting with "-" may be assigned (_may_assign), so the runs before the next
         # of those are skipped at C speed (adversarial text: ``token_url `` repeated).
-        self._skip_to = view == "assignable" and not _present(source)[2]
-        self._site = self._dash = -1  # the next site and dash run start found (_NONE: none)
-        # Where sites are as frequent as runs (``name: DB_PASSWORD``) skipping gains nothing:
-        # after a skip of less than _SKIP_GAIN, the next ones are tried ever more rarely.
-        self._wait, self._backoff = 0, 1
+        self._skip_to = (
+            SiteSkip(source) if view == "assignable" and not _present(source)[2] else None
+        )
         self._name: NameHit | None = None  # the last name found
         self._searched = 0 if patterns else _NONE  # the runs before this have been looked at
         self.active = bool(patterns)  # whether a name can still be found or returned again
@@ -392,9 +383,9 @@ class _Runs:
             start = self._searched
             if run_start < 0:
                 continue  # too long to be a key name
-            if self._view == "assignable" and not _may_assign(source, run_start, run_stop):
+            if self._view == "assignable" and not may_assign(source, run_start, run_stop):
                 if self._skip_to:  # (after a run that is not assigned: the next may not be)
-                    start = self._skip_after(start)
+                    start = self._skip_to.after(start)
                 continue
             name = runs.run_name(source, run_start, run_stop)
             if (
@@ -404,38 +395,6 @@ class _Runs:
             ):
                 self._name = name
                 return name
-
-    def _skip_after(self, start: int) -> int:
-        if self._wait:
-            self._wait -= 1
-            return start
-        target = self._skip(start)
-        if target - start >= _SKIP_GAIN:
-            self._backoff = 1
-        else:
-            self._backoff = min(2 * self._backoff, 64)
-            self._wait = self._backoff
-        return target
-
-    def _skip(self, start: int) -> int:
-        """Where the first run starting at or after ``start`` that may be assigned can start:
-        the start of the run before the next site, or the next run starting with "-"."""
-        source = self._source
-        searchable = runs.searchable(source)
-        if self._site < start and self._site != _NONE:
-            site = _SITE_AT.search(source.lowered, start)
-            self._site = _NONE if site is None else site.start()
-        # (a run holding ``start`` can start with "-" before it, and be taken trimmed of it)
-        base = runs.run_start(searchable, start) if 0 < start <= len(searchable) else start
-        base = max(0, start - runs.RUN_LIMIT - 1) if base < 0 else base
-        if self._dash < base and self._dash != _NONE:
-            dash = _DASH_RUN.search(searchable, base)
-            self._dash = _NONE if dash is None else dash.start()
-        target = self._dash
-        if self._site < target:
-            before = runs.run_start(searchable, self._site)
-            target = self._site - runs.RUN_LIMIT - 1 if before < 0 else before
-        return max(start, target)
 
     def _from(self, position: int) -> int:
         """Where to look for a run ending at or after ``position``: the run holding the
@@ -511,7 +470,7 @@ def _present(source: Source) -> tuple[list[tuple[str, _Word]], bool, bool]:
     return cached  # type: ignore[return-value]
 
 
-# The most any pattern reads after the word it starts with (_XML_VALUE: 1024 and a little).
+# The most any pattern reads after the word it starts with (XML_VALUE: 1024 and a little).
 _LOOKAHEAD = 1100
 _FEW = 64  # a word occurring at most this often is matched at each occurrence (see _Search)
 _LITERALS = {word: re.compile(re.escape(word)) for word in SECRET_WORDS}
@@ -565,7 +524,7 @@ def _listed(source: Source, view: View) -> list[NameHit]:
             ):
                 listed.append(name)
         elif view == "assignable":
-            if strength in _ASSIGNABLE and not prose and _may_assign(source, run_start, run_stop):
+            if strength in _ASSIGNABLE and not prose and may_assign(source, run_start, run_stop):
                 listed.append(name)
         elif strength != "weak" and start not in assigned and not _EMPTY_AT.match(searchable, end):
             listed.append(name)
@@ -612,17 +571,3 @@ def _entries(
     entries.sort()
     source.cache["entries"] = entries
     return entries
-
-
-def _may_assign(source: Source, start: int, stop: int) -> bool:
-    """Whether the run at [start, stop) may be a name assigned a value (a superset of what the
-    simple patterns' sites say, checked before the run's name is worked out)."""
-    lowered = source.lowered
-    if _SITE_AFTER.match(lowered, stop) is not None:
-        return True
-    if lowered.startswith("-", start):
-        return True  # --token <value> (the run holds the leading dashes)
-    # name: DB_PASSWORD … value: … (assignments.py's _name_value looks for "value" this far)
-    if source.text.find("value", stop, stop + 160) < 0:
-        return False
-    return _NAME_KEY_END.search(lowered, max(0, start - 6), start) is not None
