@@ -185,7 +185,7 @@ def main() -> None:
         after = score(current(), cases)
     report("after (this tree)", after, args.kinds)
     for case in after.misses[: args.misses]:
-        print(json.dumps(case)[:400])
+        print(json.dumps(case))
 
 
 if __name__ == "__main__":
