@@ -315,7 +315,7 @@ def test_sidekiq_credentials_next_to_their_variable() -> None:
 def test_an_ordered_run_of_eight_makes_a_body_a_stand_in(body: str, at: int, run: str) -> None:
     planted = body[:at] + run + body[at:]
     assert is_placeholder(planted)
-    text = f"see vcp_{planted}"
+    text = f"see cfut_{planted}"  # (an open-ended format: the prefix and a length range)
     assert redact(text).text == text
 
 

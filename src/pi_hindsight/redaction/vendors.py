@@ -42,15 +42,29 @@ def _random_body(length: int) -> Callable[[str], bool]:
 
 
 PATTERNS: tuple[TokenPattern, ...] = (
-    # Tailscale: tskey-<kind>-<id>-<secret> (auth, api, client, scim, webhook keys).
-    *token("tailscale_key", "tskey-", r"[A-Za-z0-9_-]{24,}+", boundary=_DASHED, end=False),
-    # Vercel: vcp_ (personal), vci_ (integration), vca_ (app), vcr_ (refresh), vck_ (key).
-    *token("vercel_token", "vcp_ vci_ vca_ vcr_ vck_", r"[A-Za-z0-9]{24,}+"),
+    # Tailscale: tskey-<kind>-<id>[-<secret>] (auth, api, client, scim, webhook keys).
+    *token(
+        "tailscale_key",
+        "tskey-",
+        r"[a-z]{2,16}+-[A-Za-z0-9]{10,}+(?:-[A-Za-z0-9]{10,}+)?",
+        boundary=_DASHED,
+    ),
+    # Vercel: vcp_ (personal), vci_ (integration), vca_ (app), vcr_ (refresh), vck_ (AI
+    # gateway key), 20 to 60 letters and digits.
+    *token("vercel_token", "vcp_ vci_ vca_ vcr_ vck_", r"[A-Za-z0-9]{20,60}+", shaped=True),
     # Cloudflare user/account API tokens and Origin CA keys (v1.0-<24 hex>-<146 hex>).
     *token("cloudflare_token", "cfut_ cfat_ cfk_", r"[A-Za-z0-9_-]{30,}+", boundary=_DASHED),
-    *token("cloudflare_origin_ca_key", "v1.0-", r"[0-9a-f]{24}-[0-9a-f]{146}", boundary=_DASHED),
+    *token(
+        "cloudflare_origin_ca_key",
+        "v1.0-",
+        r"[0-9a-f]{24}-[0-9a-f]{146}",
+        boundary=_DASHED,
+        shaped=True,
+    ),
     # Sourcegraph access tokens: sgp_[<16 hex>_|local_]<40 hex>.
-    *token("sourcegraph_token", "sgp_", r"(?:[0-9a-fA-F]{16}_|local_)?[0-9a-fA-F]{40}"),
+    *token(
+        "sourcegraph_token", "sgp_", r"(?:[0-9a-fA-F]{16}_|local_)?[0-9a-fA-F]{40}", shaped=True
+    ),
     # 1Password account secret keys: A3-XXXXXX-XXXXXX-XXXXX-XXXXX-XXXXX-XXXXX (or 11 in a run).
     *token(
         "onepassword_secret_key",
@@ -83,32 +97,40 @@ PATTERNS: tuple[TokenPattern, ...] = (
     # A 256-bit hex private key (secp256k1: Ethereum and friends) written with 0x.
     *token("hex_private_key", "0x", r"[0-9a-fA-F]{64}", keep=_random_body(2)),
     # EasyPost production / test keys.
-    *token("easypost_key", "EZAK EZTK", r"[A-Za-z0-9]{54}"),
+    *token("easypost_key", "EZAK EZTK", r"[A-Za-z0-9]{54}", shaped=True),
     # Dynatrace: dt0c01.<24>.<64>.
-    *token("dynatrace_token", "dt0c01.", r"[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}"),
+    *token("dynatrace_token", "dt0c01.", r"[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}", shaped=True),
     # Adobe client secrets.
-    *token("adobe_client_secret", "p8e-", r"[A-Za-z0-9]{32}", boundary=_DASHED),
+    *token("adobe_client_secret", "p8e-", r"[A-Za-z0-9]{32}", boundary=_DASHED, shaped=True),
     # Harness: pat./sat.<22>.<24>.<20>.
     *token("harness_token", "pat. sat.", r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}"),
     # 42 Intra client secrets.
-    *token("intra42_secret", "s-s4t2ud- s-s4t2af-", r"[0-9a-f]{64}", boundary=_DASHED),
-    *token("duffel_token", "duffel_test_ duffel_live_", r"[A-Za-z0-9_=-]{43}", boundary=_DASHED),
-    *token("frameio_token", "fio-u-", r"[A-Za-z0-9_=-]{64}", boundary=_DASHED),
-    *token("readme_api_key", "rdme_", r"[a-z0-9]{70}"),
-    *token("sendinblue_key", "xkeysib-", r"[0-9a-f]{64}-[A-Za-z0-9]{16}", boundary=_DASHED),
-    *token("settlemint_token", "sm_pat_ sm_aat_ sm_sat_", r"[A-Za-z0-9]{16}"),
-    *token("shippo_token", "shippo_live_ shippo_test_", r"[0-9a-fA-F]{40}"),
-    *token("prefect_token", "pnu_", r"[A-Za-z0-9]{36}"),
+    *token("intra42_secret", "s-s4t2ud- s-s4t2af-", r"[0-9a-f]{64}", boundary=_DASHED, shaped=True),
+    *token(
+        "duffel_token",
+        "duffel_test_ duffel_live_",
+        r"[A-Za-z0-9_=-]{43}",
+        boundary=_DASHED,
+        shaped=True,
+    ),
+    *token("frameio_token", "fio-u-", r"[A-Za-z0-9_=-]{64}", boundary=_DASHED, shaped=True),
+    *token("readme_api_key", "rdme_", r"[a-z0-9]{70}", shaped=True),
+    *token(
+        "sendinblue_key", "xkeysib-", r"[0-9a-f]{64}-[A-Za-z0-9]{16}", boundary=_DASHED, shaped=True
+    ),
+    *token("settlemint_token", "sm_pat_ sm_aat_ sm_sat_", r"[A-Za-z0-9]{16}", shaped=True),
+    *token("shippo_token", "shippo_live_ shippo_test_", r"[0-9a-fA-F]{40}", shaped=True),
+    *token("prefect_token", "pnu_", r"[A-Za-z0-9]{36}", shaped=True),
     *token(
         "flutterwave_key", "FLWSECK_TEST- FLWSECK-", r"[A-Za-z0-9]{12,}+(?:-X)?", boundary=_DASHED
     ),
-    *token("clojars_token", "CLOJARS_", r"[A-Za-z0-9]{60}"),
+    *token("clojars_token", "CLOJARS_", r"[A-Za-z0-9]{60}", shaped=True),
     *token("alibaba_key_id", "LTAI", r"[A-Za-z0-9]{20}", keep=_random_body(4)),
-    *token("artifactory_token", "AKCp", r"[A-Za-z0-9]{69}"),
-    *token("artifactory_token", "cmVmd", r"[A-Za-z0-9]{59}"),
-    *token("openshift_token", "sha256~", r"[A-Za-z0-9_-]{43}", boundary=_DASHED),
-    *token("airtable_token", "pat", r"[A-Za-z0-9]{14}\.[0-9a-f]{64}"),
-    *token("fly_token", "fo1_", r"[A-Za-z0-9_-]{43}", boundary=_DASHED),
+    *token("artifactory_token", "AKCp", r"[A-Za-z0-9]{69}", shaped=True),
+    *token("artifactory_token", "cmVmd", r"[A-Za-z0-9]{59}", shaped=True),
+    *token("openshift_token", "sha256~", r"[A-Za-z0-9_-]{43}", boundary=_DASHED, shaped=True),
+    *token("airtable_token", "pat", r"[A-Za-z0-9]{14}\.[0-9a-f]{64}", shaped=True),
+    *token("fly_token", "fo1_", r"[A-Za-z0-9_-]{43}", boundary=_DASHED, shaped=True),
     *token("fly_token", "fm1a_ fm1r_", r"[A-Za-z0-9+/]{100,}+={0,3}", boundary=_B64, end=False),
     *token("beamer_token", "b_", r"[A-Za-z0-9=_-]{44}", boundary=_DASHED, keep=_random_body(2)),
     *token(
@@ -118,8 +140,8 @@ PATTERNS: tuple[TokenPattern, ...] = (
         boundary=_DASHED,
         end=False,
     ),
-    *token("typeform_token", "tfp_", r"[A-Za-z0-9_.=-]{59}", boundary=_DASHED),
-    *token("scalingo_token", "tk-us-", r"[A-Za-z0-9_-]{48}", boundary=_DASHED),
+    *token("typeform_token", "tfp_", r"[A-Za-z0-9_.=-]{59}", boundary=_DASHED, shaped=True),
+    *token("scalingo_token", "tk-us-", r"[A-Za-z0-9_-]{48}", boundary=_DASHED, shaped=True),
     *token(
         "authress_key",
         "sc_ ext_ scauth_ authress_",
@@ -129,8 +151,8 @@ PATTERNS: tuple[TokenPattern, ...] = (
     ),
     *token("octopus_key", "API-", r"[A-Z0-9]{26}", boundary=_DASHED, keep=_random_body(4)),
     # Pinecone API keys: pcsk_<5-6 character id>_<63 letters and digits>.
-    *token("pinecone_key", "pcsk_", r"[A-Za-z0-9]{5,6}_[A-Za-z0-9]{63}"),
-    *token("rootly_token", "rootly_", r"[0-9a-f]{64}"),
+    *token("pinecone_key", "pcsk_", r"[A-Za-z0-9]{5,6}_[A-Za-z0-9]{63}", shaped=True),
+    *token("rootly_token", "rootly_", r"[0-9a-f]{64}", shaped=True),
     # LaunchDarkly SDK, mobile and API access keys: <kind>-<UUID-shaped lowercase base36>.
     *token(
         "launchdarkly_key",
