@@ -315,13 +315,16 @@ PATTERNS: tuple[TokenPattern, ...] = (
     *token("pypi_token", "pypi-AgE", r"[A-Za-z0-9_-]{50,}+", boundary=_DASHED, end=False),
     *token("rubygems_token", "rubygems_", r"[0-9a-f]{48}", shaped=True),
     *token("nuget_key", "oy2", r"[a-z0-9]{43}"),
+    # Docker personal access tokens: dckr_pat_ and exactly 27 characters (Docker's docs).
     *token(
         "dockerhub_token",
-        "dckr_pat_ dckr_oat_",
-        r"[A-Za-z0-9_-]{20,}+",
+        "dckr_pat_",
+        r"[A-Za-z0-9_-]{27}(?![A-Za-z0-9_-])",
         boundary=_DASHED,
         end=False,
+        shaped=True,
     ),
+    *token("dockerhub_token", "dckr_oat_", r"[A-Za-z0-9_-]{20,}+", boundary=_DASHED, end=False),
     *token(
         "sendgrid_key",
         "SG.",
@@ -360,7 +363,7 @@ PATTERNS: tuple[TokenPattern, ...] = (
         "tavily_api_key", "tvly-", r"(?:dev-|prod-)?[A-Za-z0-9]{32}", boundary=_DASHED, shaped=True
     ),
     *token("langsmith_api_key", "lsv2_pt_ lsv2_sk_", r"[0-9a-f]{32}_[0-9a-f]{10}", shaped=True),
-    *token("linear_api_key", "lin_api_", r"[A-Za-z0-9]{40}", shaped=True),
+    *token("linear_api_key", "lin_api_", r"[A-Za-z0-9]{40,}+", shaped=True),
     # Notion integration tokens: ntn_, 11 digits, 35 letters and digits.
     *token("notion_token", "ntn_", r"[0-9]{11}[A-Za-z0-9]{35}", shaped=True),
     *token("notion_token", "secret_", r"[A-Za-z0-9]{43}", keep=_real_token),

@@ -52,8 +52,16 @@ PATTERNS: tuple[TokenPattern, ...] = (
     # Vercel: vcp_ (personal), vci_ (integration), vca_ (app), vcr_ (refresh), vck_ (AI
     # gateway key), 20 to 60 letters and digits.
     *token("vercel_token", "vcp_ vci_ vca_ vcr_ vck_", r"[A-Za-z0-9]{20,60}+", shaped=True),
-    # Cloudflare user/account API tokens and Origin CA keys (v1.0-<24 hex>-<146 hex>).
-    *token("cloudflare_token", "cfut_ cfat_ cfk_", r"[A-Za-z0-9_-]{30,}+", boundary=_DASHED),
+    # Cloudflare user/account API tokens: 40 letters and digits, then their CRC32 in 8 hex digits
+    # (test data rarely carries a valid one: the shape decides); Origin CA keys:
+    # v1.0-<24 hex>-<146 hex>.
+    *token(
+        "cloudflare_token",
+        "cfut_ cfat_ cfk_",
+        r"[A-Za-z0-9]{40}[0-9a-f]{8}",
+        boundary=_DASHED,
+        shaped=True,
+    ),
     *token(
         "cloudflare_origin_ca_key",
         "v1.0-",
