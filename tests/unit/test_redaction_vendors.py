@@ -42,11 +42,17 @@ def _github(prefix: str) -> str:
     return prefix + body + digits.rjust(6, "0")
 
 
+def _cloudflare(prefix: str) -> str:
+    """40 letters and digits, then their CRC32 in hex (Cloudflare's API token format)."""
+    body = _random(_ALNUM, 40)
+    return f"{prefix}{body}{zlib.crc32(body.encode()):08x}"
+
+
 NEW_FORMATS = [
     ("tailscale_key", "tskey-auth-" + _random(_ALNUM, 12) + "-" + _random(_ALNUM, 30)),
     ("vercel_token", "vcp_" + _random(_ALNUM, 40)),
     ("vercel_token", "vci_" + _random(_ALNUM, 40)),
-    ("cloudflare_token", "cfut_" + _random(_ALNUM, 40)),
+    ("cloudflare_token", _cloudflare("cfut_")),
     ("cloudflare_origin_ca_key", "v1.0-" + _hex(24) + "-" + _hex(146)),
     ("sourcegraph_token", "sgp_" + _hex(16) + "_" + _hex(40)),
     ("stripe_key", "rk_prod_" + _random(_ALNUM, 40)),
