@@ -157,7 +157,7 @@ def test_telegram_bot_tokens() -> None:
     assert _redacted(f"63684512:A{body}", "telegram bot: {}")
     assert _redacted(f"4839574812:AA{body[:33]}", "bot token {}")
     assert _untouched(f"token 6512:A{body}")  # bot ids are 5 digits or more
-    assert _untouched(f'type="clm37470754:AgencyIdentificationCodeContentType"/>')
+    assert _untouched('type="clm37470754:AgencyIdentificationCodeContentType"/>')
 
 
 def test_sentry_org_tokens_carry_base64_claims() -> None:

@@ -22,9 +22,9 @@ open-ended length, a short prefix) is a filler, or a body that reads as made up:
   ``aBcDeFgH``): hand-typed, and all but impossible in a random body (under one in 10^9 per
   position).
 
-A body of the vendor's exact structure (prefix, length, alphabet: ``tokens.token(…, shaped=…)``) is a
-token unless it is a filler: a person may type ``gsk_0123…WXYZ`` into a test, but a value of that
-exact shape is what the vendor issues, and redacting one that was typed costs nothing.
+A body of the vendor's exact structure (prefix, length, alphabet: ``tokens.token(…, shaped=…)``)
+is a token unless it is a filler: a person may type ``gsk_0123…WXYZ`` into a test, but a value of
+that exact shape is what the vendor issues, and redacting one that was typed costs nothing.
 
 A token whose format carries a checksum is judged by the checksum first (see checksums.py).
 """
