@@ -43,6 +43,11 @@ def _github(prefix: str) -> str:
     return prefix + body + digits.rjust(6, "0")
 
 
+def _cloudflare(prefix: str) -> str:
+    body = _random(_ALNUM, 40)
+    return f"{prefix}{body}{zlib.crc32(body.encode()):08x}"
+
+
 def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
@@ -50,8 +55,9 @@ def _b64url(data: bytes) -> str:
 # One secret of each newly covered format (kind -> value), as a user would paste them.
 NEW_SECRETS = {
     "tailscale_key": "tskey-auth-" + _random(_ALNUM, 12) + "-" + _random(_ALNUM, 30),
-    "vercel_token": "vcp_" + _random(_ALNUM, 40),
-    "cloudflare_token": "cfut_" + _random(_ALNUM, 40),
+    # a body typed by hand in the vendor's exact shape is a token all the same
+    "vercel_token": "vcp_aBcDeFgHiJkLmNoPqRsT1234567890" + _random(_ALNUM, 8),
+    "cloudflare_token": _cloudflare("cfut_"),
     "cloudflare_origin_ca_key": "v1.0-" + _random(_HEX, 24) + "-" + _random(_HEX, 146),
     "sourcegraph_token": "sgp_" + _random(_HEX, 16) + "_" + _random(_HEX, 40),
     "stripe_key": "rk_prod_" + _random(_ALNUM, 40),
@@ -82,6 +88,20 @@ NEW_SECRETS = {
     "tableau_token": _random(_ALNUM, 22) + "==:" + _random(_ALNUM, 32),
     # Sidekiq Pro's gem server credentials, beside the variable that names them
     "sidekiq_secret": "BUNDLE_GEMS__CONTRIBSYS__COM=" + _random(_HEX, 8) + ":" + _random(_HEX, 8),
+    "groq_api_key": "gsk_0123456789abcdefghijklmnopqrstuvwxyz" + _random(_ALNUM, 16),
+    "grafana_token": "glsa_" + _random(_ALNUM, 32) + "_" + _random(_HEX, 8),
+    "linear_api_key": "lin_api_" + _random(_ALNUM, 40),
+    "dockerhub_token": "dckr_pat_Example" + _random(_ALNUM + "_-", 20),
+    "gitlab_token": "glptt-" + _random(_ALNUM + "_-", 40),
+    "notion_token": "ntn_" + _random(string.digits, 11) + _random(_ALNUM, 35),
+    "discord_token": "MZ"
+    + _random(_ALNUM, 22)
+    + "."
+    + _random(_ALNUM, 6)
+    + "."
+    + _random(_ALNUM, 27),
+    "telegram_bot_token": "63684512:A" + _random(string.ascii_lowercase + string.digits, 34),
+    "aws_appsync_key": "da2-" + _random(string.ascii_lowercase + string.digits, 26),
 }
 # Forms newly recognised around a value: a Makefile's conditional assignment, a secret-named
 # literal passed beside its value, a service's name (line template, value).

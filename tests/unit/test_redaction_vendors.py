@@ -69,6 +69,7 @@ NEW_FORMATS = [
     ("github_token", _github("ghp_")),
     ("github_token", _github("ghs_")),
     ("linear_api_key", "lin_api_" + _random(_ALNUM, 40)),
+    ("aws_appsync_key", "da2-" + _random(string.ascii_lowercase + string.digits, 26)),
 ]
 
 

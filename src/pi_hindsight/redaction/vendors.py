@@ -158,6 +158,8 @@ PATTERNS: tuple[TokenPattern, ...] = (
         end=False,
     ),
     *token("octopus_key", "API-", r"[A-Z0-9]{26}", boundary=_DASHED, keep=_random_body(4)),
+    # AWS AppSync API keys: da2- and 26 lowercase letters and digits.
+    *token("aws_appsync_key", "da2-", r"[a-z0-9]{26}", boundary=_DASHED, shaped=True),
     # Pinecone API keys: pcsk_<5-6 character id>_<63 letters and digits>.
     *token("pinecone_key", "pcsk_", r"[A-Za-z0-9]{5,6}_[A-Za-z0-9]{63}", shaped=True),
     *token("rootly_token", "rootly_", r"[0-9a-f]{64}", shaped=True),
