@@ -137,6 +137,7 @@ def test_tailscale_keys_name_their_kind_and_id() -> None:
         "tskey-auth-" + _random(12) + "-" + _random(30),
         "tskey-client-" + _random(12) + "-" + _random(30),
         "tskey-" + _random(8, string.ascii_lowercase) + "-" + _random(35),
+        "tskey-k" + _random(7) + "CNTRL-" + _random(22),
     ):
         assert _redacted(secret), secret
     assert _untouched("tskey-foo")
@@ -176,7 +177,8 @@ def test_a_token_glued_to_more_characters_is_mangled() -> None:
     assert _untouched(f"token: {jwt}?{_random(40)}.{_random(43)}")
 
 
-def test_a_token_before_a_url_query_is_still_redacted() -> None:
+def test_a_token_before_a_url_query_or_a_shell_variable_is_still_redacted() -> None:
     secret = "tskey-api-" + _random(12) + "-" + _random(30)
     assert _redacted(secret, "https://example.com/{}?verbose=1")
     assert _redacted(secret, "https://example.com/{}?access_token_param=1")
+    assert _redacted(secret, "KEY={}$DEPLOYMENT_SUFFIX")

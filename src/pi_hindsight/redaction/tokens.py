@@ -533,8 +533,9 @@ PATTERNS: tuple[TokenPattern, ...] = (
 
 # A token glued to more token characters by one no token alphabet has (``…07A?XSYHvHK1…``) was
 # mangled in a paste or by a test (values.is_mangled); a URL query after a token names a
-# parameter (``?key=``, ``&x=``), which is not followed by "=" or "&" here.
-_GLUED = re.compile(r"[?^$][A-Za-z0-9_-]{8,}+(?![=&])")
+# parameter (``?key=``, ``&x=``), which is not followed by "=" or "&" here. ("$" is left out: a
+# shell variable may follow a token, ``ghp_…$SUFFIX``.)
+_GLUED = re.compile(r"[?^][A-Za-z0-9_-]{8,}+(?![=&])")
 
 
 def find_tokens(source: Source, patterns: Iterable[TokenPattern]) -> Iterator[Hit]:

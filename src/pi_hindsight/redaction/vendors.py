@@ -42,11 +42,12 @@ def _random_body(length: int) -> Callable[[str], bool]:
 
 
 PATTERNS: tuple[TokenPattern, ...] = (
-    # Tailscale: tskey-<kind>-<id>[-<secret>] (auth, api, client, scim, webhook keys).
+    # Tailscale: tskey-<kind>-<id>[-<secret>] (auth, api, client, scim, webhook keys; older
+    # auth keys: tskey-k<id>CNTRL-<secret>).
     *token(
         "tailscale_key",
         "tskey-",
-        r"[a-z]{2,16}+-[A-Za-z0-9]{10,}+(?:-[A-Za-z0-9]{10,}+)?",
+        r"[A-Za-z0-9]{1,24}+-[A-Za-z0-9]{10,}+(?:-[A-Za-z0-9]{10,}+)?",
         boundary=_DASHED,
     ),
     # Vercel: vcp_ (personal), vci_ (integration), vca_ (app), vcr_ (refresh), vck_ (AI
