@@ -35,6 +35,7 @@ def _untouched(text: str) -> bool:
     "secret",
     [
         "gsk_" + _ORDERED[:52],  # Groq: 52 letters and digits
+        "glpat-" + _ORDERED[:20],  # GitLab's standard form: 20
         "glsa_" + _ORDERED[:32] + "_89abcdef",  # Grafana service account
         "vcp_" + _ORDERED[:40],  # Vercel: 20 to 60
         "lin_api_" + _ORDERED[:34] + "EXAMPLE",  # Linear: a word inside the exact shape
@@ -63,6 +64,11 @@ def test_a_hand_typed_body_of_the_exact_shape_is_a_token(secret: str) -> None:
 )
 def test_fillers_of_the_exact_shape_stay(text: str) -> None:
     assert _untouched(text)
+
+
+def test_a_hand_typed_body_of_an_open_length_is_a_placeholder() -> None:
+    assert _untouched("see glpat-" + _ORDERED[:26])  # routable GitLab tokens are longer
+    assert _untouched("see cfut_" + _ORDERED[:40])  # not Cloudflare's 40 + 8 hex
 
 
 def test_fillers_are_placeholders_but_not_every_placeholder_is_a_filler() -> None:

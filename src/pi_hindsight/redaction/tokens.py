@@ -225,7 +225,8 @@ PATTERNS: tuple[TokenPattern, ...] = (
         "github_token", "ghs_", r"[0-9]{1,20}+_eyJ[A-Za-z0-9_.-]{20,}+", boundary=_DASHED, end=False
     ),
     # GitLab: personal, deploy, feed, runner, CI build and feature-flag tokens are 20 characters
-    # or longer (routable tokens carry more); a body of words is no token (glpat-my_docs_token…).
+    # (the standard form: the exact shape) or longer (routable tokens carry more); a body of
+    # words is no token (glpat-my_docs_token…).
     *token(
         "gitlab_token",
         "glpat- gldt- glft- glrt- glcbt- glffct-",
@@ -233,6 +234,7 @@ PATTERNS: tuple[TokenPattern, ...] = (
         boundary=_DASHED,
         end=False,
         keep=_real_token,
+        shaped=lambda secret: len(secret.partition("-")[2]) == 20,
     ),
     # The kinds of a fixed length (GitLab's token overview; detect-secrets' plugin): SCIM and
     # runner registration 20 to 50, incoming mail 25, pipeline trigger 40, OAuth application
