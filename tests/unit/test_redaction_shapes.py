@@ -60,6 +60,8 @@ def test_a_hand_typed_body_of_the_exact_shape_is_a_token(secret: str) -> None:
         'token = "' + "x" * 14 + ".atlasv1." + "x" * 67 + '"',  # Terraform Cloud
         "aws_access_key_id = AKIAIOSFODNN7EXAMPLE",  # the AWS documentation's example
         "hf_" + "Fake" * 8 + "Fa",  # 34 letters of four kinds
+        "https://x.appsync-api.us-west-2.amazonaws.com/graphql da2-" + "a" * 26,  # AppSync
+        "see da2-" + _random(20, string.ascii_lowercase),  # AppSync keys are 26
     ],
 )
 def test_fillers_of_the_exact_shape_stay(text: str) -> None:
