@@ -117,7 +117,9 @@ _DETECTORS = (
         command_lines.find_sql_passwords, _words(command_lines.SQL_TRIGGERS), ("sql_password",)
     ),
     _Detector(
-        comparisons.find_comparisons, comparisons.TRIGGERS, ("secret_comparison", "secret_call")
+        comparisons.find_comparisons,
+        comparisons.TRIGGERS,
+        ("secret_comparison", "secret_call", "secret_assignment"),
     ),
 )
 # Runs last: it reads the findings of the others (an AWS key id, a Twilio SID).
@@ -133,6 +135,7 @@ _CONTEXT = _Detector(
         "datadog_key",
         "heroku_api_key",
         "mailgun_key",
+        "secret_assignment",
     ),
 )
 

@@ -39,6 +39,10 @@ TRIGGERS = (
     ("('", False),
     ('",', False),
     ("',", False),
+    ('] = "', False),
+    (']= "', False),
+    ('] ="', False),
+    (']="', False),
 )
 
 # Each pattern starts with its operator as a literal (re scans for it in C; a pattern starting
@@ -71,6 +75,11 @@ _PAIR = tuple(
 _NAME_BEFORE_REVERSED = re.compile(r"[ \t]{0,16}+[\"'\]]?([\w$]{1,64}+)")
 _NAME_AFTER = re.compile(r"[A-Za-z_$][\w$.]{0,63}+")
 _SETTER = re.compile(r"(?:set|with|use|get)?_?", re.IGNORECASE)
+# A C/C++ character array initialised with a string literal (``char secret[25] = "…"``;
+# always double quotes: ``$pass[] = '…'`` appends to a PHP array) and C++'s
+# ``secret.assign("…", 17)``: the name is the one before the bracket or the dot.
+_CHAR_ARRAY = re.compile(r"\[[0-9]{0,6}+\][ \t]{0,16}+=[ \t]{0,16}+\"([^\"\r\n]{4,256}+)\"")
+_ASSIGN = re.compile(r"\.assign\([ \t]{0,16}+([\"'])([^\"'\r\n]{4,256}+)\1")
 
 
 # Memoised: the same names and values recur throughout a text (adversarial text repeats one).
@@ -136,12 +145,22 @@ def find_comparisons(source: Source) -> Iterator[Hit]:
         strength = before.strength(match.start())
         if strength and _secret_value(match.group(2), strength):
             yield (match.start(2), match.end(2), "secret_call")
+    yield from _c_literals(text, before)
     for quote, regex in zip("\"'", _PAIR, strict=True):
         for match in regex.finditer(text):
             close = match.start()
             opening = text.rfind(quote, max(0, close - 65), close)
             if opening >= 0 and _pair_secret(text[opening + 1 : close], match.group(2)):
                 yield (match.start(2), match.end(2), "secret_call")
+
+
+def _c_literals(text: str, before: _Before) -> Iterator[Hit]:
+    """``char secret[25] = "…"`` and ``secret.assign("…", 17)``."""
+    for regex, group, kind in ((_CHAR_ARRAY, 1, "secret_assignment"), (_ASSIGN, 2, "secret_call")):
+        for match in regex.finditer(text):
+            strength = before.strength(match.start())
+            if strength and _secret_value(match.group(group), strength):
+                yield (match.start(group), match.end(group), kind)
 
 
 def _reverse(text: str, match: re.Match[str]) -> Iterator[Hit]:
