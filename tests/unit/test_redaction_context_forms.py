@@ -185,3 +185,43 @@ def test_a_service_key_in_prose_has_the_services_shape() -> None:
     malformed = key[:10] + "J" + key[11:]  # not hex: no API2Cart key
     text = f"Your API2Cart key is {malformed}, keep it safe."
     assert redact(text).text == text
+
+
+# -- Jenkins credentials, curl -u key:, Authorization -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "<secret>{{AQAAABAAAAAQ{}=}}</secret>",
+        "<secret>{{AQAAABAAA {}==}}</secret>",  # a key pasted after the marker
+        "<password>{{AQAAABAAAAAg{}}}</password>",
+    ],
+)
+def test_a_jenkins_encrypted_secret_is_redacted(template: str) -> None:
+    body = _token(44)
+    assert body not in redact(template.format(body)).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<secret>{AQAAABAAA}</secret> marks an encrypted value",  # the marker alone is no secret
+        "<id>{AQAAABAAAB placeholder}</id>",  # a word after it: too short for a key
+        "<description>AQAAABAAAA without braces</description>",
+    ],
+)
+def test_text_about_the_jenkins_marker_stays(text: str) -> None:
+    assert redact(text).text == text
+
+
+def test_a_key_as_the_curl_user_with_an_empty_password_is_redacted() -> None:
+    key = "d2LkV" + _token(7)
+    assert key not in redact(f'curl -u "{key}:" https://localhost:9200').text
+    for text in ("curl -u admin: https://x", "curl -u deploy-bot-2024: https://x"):
+        assert redact(text).text == text
+
+
+def test_an_authorization_header_value_with_an_at_sign_is_redacted_whole() -> None:
+    text = 'curl -H "Authorization: sha256~bRLFnzd5@=-.a+/hgdS"'
+    assert "hgdS" not in redact(text).text

@@ -102,6 +102,7 @@ _DETECTORS = (
         ("private_key",),
     ),
     _Detector(blocks.find_kubernetes_secrets, (("Secret", False),), ("kubernetes_secret",)),
+    _Detector(blocks.find_jenkins_secrets, (("{AQAAABAAA", False),), ("jenkins_secret",)),
     _Detector(
         assignments.find_assignments,
         _words(names.SECRET_WORDS),
