@@ -225,3 +225,40 @@ def test_a_key_as_the_curl_user_with_an_empty_password_is_redacted() -> None:
 def test_an_authorization_header_value_with_an_at_sign_is_redacted_whole() -> None:
     text = 'curl -H "Authorization: sha256~bRLFnzd5@=-.a+/hgdS"'
     assert "hgdS" not in redact(text).text
+
+
+# -- services added to the table --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("template", "key"),
+    [
+        ('const hs = new HubSpotAPI("{}");', _uuid()),
+        ("onesignal: {}", _uuid()),
+        ("loggly '{}'", _uuid()),
+        (
+            "agora {}",
+            "".join(_RNG.choice(string.ascii_lowercase + string.digits) for _ in range(31)) + "7",
+        ),
+        (
+            "keenio '{}'",
+            "".join(_RNG.choice(string.ascii_uppercase + string.digits) for _ in range(63)) + "Q",
+        ),
+    ],
+)
+def test_a_key_of_the_services_shape_after_a_newly_listed_name_is_redacted(
+    template: str, key: str
+) -> None:
+    assert key not in redact(template.format(key)).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "onesignal: 0a1b2c3d",  # too short for its shape
+        "hubspot user 4f2a9c1e-77aa-4c1b-9d2e",  # a truncated UUID
+        "agora marketplace opens at nine",
+    ],
+)
+def test_other_text_after_a_newly_listed_name_stays(text: str) -> None:
+    assert redact(text).text == text
