@@ -262,3 +262,37 @@ def test_a_key_of_the_services_shape_after_a_newly_listed_name_is_redacted(
 )
 def test_other_text_after_a_newly_listed_name_stays(text: str) -> None:
     assert redact(text).text == text
+
+
+# -- a literal returned by a secret-named function ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        'def get_api_key():\n    return "{}"',
+        "func getToken() string {{ return '{}' }}",
+        'public String getPassword() {{\n    return "{}";\n}}',
+        'def client_secret(self) -> str:\n    return "{}"',
+        'func getBetterStackToken() string{{ return "{}" }}',  # a service's key of its shape
+    ],
+)
+def test_a_literal_returned_by_a_secret_named_function_is_redacted(template: str) -> None:
+    value = _token(24)
+    assert value not in redact(template.format(value)).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'def token_type():\n    return "bearer"',
+        'def get_name(): return "Tr0ub4dor&3xx"',
+        'def get_token(): return "Bearer " + token',
+        'def password_prompt(): return "Enter your password: "',
+        # named for a service: a value not of that service's shape (BetterStack: 24)
+        'func getBetterStackToken() string{ return "DyntJD0ER8QpuT0O1WqsclApO2" }',
+        'if ok { return "Tr0ub4dor&3xx" }',
+    ],
+)
+def test_other_returned_literals_stay(text: str) -> None:
+    assert redact(text).text == text
