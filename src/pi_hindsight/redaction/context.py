@@ -167,9 +167,9 @@ def _window_end(openers: Names, name: NameHit, size: int) -> int:
     if name[2] != "vendor":
         return window_end
     following = openers.first(name_end + 1, by_end=True)
-    if following is not None and following[0] < window_end:
-        return max(name_end, following[0])
-    return window_end
+    if following is not None and following[0] < window_end and following[2] != "vendor":
+        return max(name_end, following[0])  # (not at another service's name: text made of
+    return window_end  # names would be looked at name by name, not window by window)
 
 
 def _linked(source: Source, name: NameHit, token_start: int, token_end: int) -> bool:
