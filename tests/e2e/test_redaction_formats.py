@@ -110,6 +110,17 @@ NEW_FORMS = {
     "literal_pair": ('System.setProperty("API_TOKEN", "{}");', _random(_ALNUM, 28) + "4k"),
     # a key after only a service's name, in that service's shape (Instamojo: 40 alphanumerics)
     "service_name": ("instamojo '{}'", _random(_ALNUM, 38) + "8r"),
+    # keyword and context forms (issue 18, recall): a passphrase, a C array, a literal returned
+    # by a secret-named function, Vault AppRole's secret_id, a literal after "token -", Jenkins
+    "passphrase": ("api_key: '{}'", "mellow quartz ribbon anvil tundra"),
+    "c_array": ('char secret[25] = "{}";', "m{h}o)p" + _random(_ALNUM, 14) + "3x"),
+    "returned": ('def get_api_key():\n    return "{}"', _random(_ALNUM, 26) + "5w"),
+    "approle": (
+        "role_id = '" + str(uuid.UUID(int=_RNG.getrandbits(128))) + "'\nsecret_id = '{}'",
+        str(uuid.UUID(int=_RNG.getrandbits(128))),
+    ),
+    "dash_literal": ("token - '{}'", _random(_ALNUM, 14) + "=" + _random(_ALNUM, 20) + "9c"),
+    "jenkins": ("<secret>{{AQAAABAAA {}==}}</secret>", _random(_ALNUM, 42) + "2b"),
 }
 USER_TOKEN = "acme_" + _random(string.ascii_lowercase + string.digits, 12)
 ALLOWED = "sk_test_" + _random(_ALNUM, 30)  # a published test key the user allows

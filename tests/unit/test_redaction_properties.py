@@ -93,6 +93,16 @@ UNITS = sorted(
         "'",
         '"',
         "\\n",
+        # issue 18's keyword and context forms
+        'secrete = "',
+        'char secret[25] = "x1y2z3w4";',
+        'secret.assign("x1y2z3w4")',
+        'def get_token(): return "x1y2z3w4"\n',
+        "token - 'a1B2c3D4e5F6g7H8=a",
+        "onepagecrm token ",
+        "{AQAAABAAA ",
+        "role_id secret_id = '",
+        "the key is ",
     }
 )
 

@@ -102,6 +102,7 @@ _DETECTORS = (
         ("private_key",),
     ),
     _Detector(blocks.find_kubernetes_secrets, (("Secret", False),), ("kubernetes_secret",)),
+    _Detector(blocks.find_jenkins_secrets, (("{AQAAABAAA", False),), ("jenkins_secret",)),
     _Detector(
         assignments.find_assignments,
         _words(names.SECRET_WORDS),
@@ -117,7 +118,9 @@ _DETECTORS = (
         command_lines.find_sql_passwords, _words(command_lines.SQL_TRIGGERS), ("sql_password",)
     ),
     _Detector(
-        comparisons.find_comparisons, comparisons.TRIGGERS, ("secret_comparison", "secret_call")
+        comparisons.find_comparisons,
+        comparisons.TRIGGERS,
+        ("secret_comparison", "secret_call", "secret_assignment"),
     ),
 )
 # Runs last: it reads the findings of the others (an AWS key id, a Twilio SID).
@@ -133,6 +136,7 @@ _CONTEXT = _Detector(
         "datadog_key",
         "heroku_api_key",
         "mailgun_key",
+        "secret_assignment",
     ),
 )
 

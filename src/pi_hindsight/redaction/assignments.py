@@ -336,15 +336,24 @@ def _judge(value: str, strength: Strength, place: Place, name: str) -> bool:
 def _is_line_reference(value: str) -> bool:
     """``${TOKEN} # …``, ``$(cat …) …``; ``var.db_password``, ``self.token``."""
     first = value.split(maxsplit=1)[0]
-    if first != value and is_not_a_secret(first):
+    if first != value and is_not_a_secret(first) and not _PASSPHRASE.fullmatch(value):
         return True
     return _DOTTED.fullmatch(value) is not None and is_name_like(value)
 
 
+# A passphrase: four or more lowercase words and nothing else (``correct horse battery
+# staple``). A label or a sentence starts with a capital or has punctuation in it.
+_PASSPHRASE = re.compile(r"[a-z]{2,24}(?: [a-z]{1,24}){3,11}")
+
+
 def _is_text(value: str, strength: Strength, place: Place) -> bool:
-    """An identifier, a label or code rather than a secret (a password may be a plain word)."""
+    """An identifier, a label or code rather than a secret (a password may be a plain word;
+    a password's quoted value, or any secret name's value on a line of its own, may be a
+    passphrase)."""
     if place == "bare":
         return is_code(value) or is_name_like(value)
+    if (place == "line" or strength == "password") and _PASSPHRASE.fullmatch(value):
+        return False
     if strength == "password":
         return place == "quoted" and is_prose(value)
     # A value of its own (quoted, or a line's): a bracket inside it is a character of the

@@ -1,5 +1,6 @@
 """Secrets that span lines: PEM/PGP private key blocks (also base64-encoded, as in a Kubernetes
-``tls.key``), PuTTY key files, and the ``data:``/``stringData:`` of a Kubernetes ``Secret``.
+``tls.key``), PuTTY key files, and the ``data:``/``stringData:`` of a Kubernetes ``Secret``; and
+Jenkins's encrypted secrets (``<secret>{AQAAABAAAA…}</secret>`` in a credentials XML file).
 
 A private key block runs from its ``BEGIN`` line to the matching ``END`` line. Each ``BEGIN`` is
 paired with the first ``END`` of the same label after it, found by bisection in the list of all
@@ -19,9 +20,9 @@ import re
 from collections.abc import Iterator
 
 from pi_hindsight.redaction.source import Hit, Source
-from pi_hindsight.redaction.values import is_not_a_secret
+from pi_hindsight.redaction.values import is_not_a_secret, looks_random
 
-__all__ = ["find_kubernetes_secrets", "find_private_keys"]
+__all__ = ["find_jenkins_secrets", "find_kubernetes_secrets", "find_private_keys"]
 
 _BEGIN = re.compile(r"-----BEGIN ((?:[A-Z0-9]{1,16} ){0,4})PRIVATE KEY( BLOCK)?-----")
 _END = re.compile(r"-----END ((?:[A-Z0-9]{1,16} ){0,4})PRIVATE KEY( BLOCK)?-----")
@@ -47,6 +48,20 @@ _PEM_BASE64 = re.compile(
 # A real key's body has base64 lines of 64 (PEM) or 70 (OpenSSH) characters; armour whose body
 # holds no run of 16 is a placeholder in documentation.
 _KEY_RUN = re.compile(r"[A-Za-z0-9+/=]{16}")
+
+
+# Jenkins stores a credential's secret encrypted with its instance key as ``{<base64>}``, the
+# base64 of a version byte and a 4-byte length of 16 (the IV): "AQAAABAAAA" (hudson.util.Secret).
+# With the instance's master.key it decrypts, so the braces' content is a secret; a value pasted
+# after the marker with a blank (``{AQAAABAAA <key>}``) is taken with it.
+_JENKINS = re.compile(r"\{(AQAAABAAA[A-Za-z0-9+/=]{0,4096}+(?: [A-Za-z0-9+/=._-]{8,4096}+)?)\}")
+
+
+def find_jenkins_secrets(source: Source) -> Iterator[Hit]:
+    for match in _JENKINS.finditer(source.text):
+        encrypted, _, pasted = match.group(1).partition(" ")
+        if len(encrypted) >= 25 or (pasted and looks_random(pasted, 16)):  # (the marker alone,
+            yield (*match.span(1), "jenkins_secret")  # or a word after it, is none)
 
 
 def find_private_keys(source: Source) -> Iterator[Hit]:

@@ -57,7 +57,7 @@ def find_curl_users(source: Source) -> Iterator[Hit]:
             continue
         if _real_password(password):
             yield (*match.span(password_group), "basic_auth")
-        elif not password and looks_random(match.group(password_group - 1), 16):
+        elif not password and looks_random(match.group(password_group - 1), 12):
             yield (*match.span(password_group - 1), "basic_auth")  # curl -u sk_test_…: (a key)
 
 

@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterator
 
 from pi_hindsight.redaction.names import Strength, name_strength, names_a_token
+from pi_hindsight.redaction.service_names import find_service, service_key_fits
 from pi_hindsight.redaction.source import Hit, Source
 from pi_hindsight.redaction.values import (
     is_mangled,
@@ -39,6 +40,11 @@ TRIGGERS = (
     ("('", False),
     ('",', False),
     ("',", False),
+    ('] = "', False),
+    (']= "', False),
+    ('] ="', False),
+    (']="', False),
+    ("return ", False),
 )
 
 # Each pattern starts with its operator as a literal (re scans for it in C; a pattern starting
@@ -71,6 +77,21 @@ _PAIR = tuple(
 _NAME_BEFORE_REVERSED = re.compile(r"[ \t]{0,16}+[\"'\]]?([\w$]{1,64}+)")
 _NAME_AFTER = re.compile(r"[A-Za-z_$][\w$.]{0,63}+")
 _SETTER = re.compile(r"(?:set|with|use|get)?_?", re.IGNORECASE)
+# A C/C++ character array initialised with a string literal (``char secret[25] = "…"``;
+# always double quotes: ``$pass[] = '…'`` appends to a PHP array) and C++'s
+# ``secret.assign("…", 17)``: the name is the one before the bracket or the dot.
+_CHAR_ARRAY = re.compile(r"\[[0-9]{0,6}+\][ \t]{0,16}+=[ \t]{0,16}+\"([^\"\r\n]{4,256}+)\"")
+# A secret-named function returning a string literal and nothing else: ``def get_api_key():
+# return "…"``, ``func getToken() string { return "…" }``, ``String getPassword() { return
+# "…"; }``. The function's name is read back from ``return`` in the reversed text: blanks, the
+# ``{`` or ``:`` opening the body, a return type, ``)``, the parameters, ``(``, the name.
+_RETURN = re.compile(
+    r"return[ \t]{1,8}+([\"'`])([^\"'`\r\n]{4,256}+)\1(?=[ \t]{0,16}+(?:[;}]|\r?\n|\Z))"
+)
+_FUNCTION_REVERSED = re.compile(
+    r"[ \t\r\n]{0,64}+[{:][^(){};\r\n]{0,48}+\)[^()\r\n]{0,128}+\(([\w$]{1,64}+)"
+)
+_ASSIGN = re.compile(r"\.assign\([ \t]{0,16}+([\"'])([^\"'\r\n]{4,256}+)\1")
 
 
 # Memoised: the same names and values recur throughout a text (adversarial text repeats one).
@@ -97,6 +118,13 @@ class _Before:
     def __init__(self, text: str) -> None:
         self._text = text
         self._reversed: str | None = None
+
+    def function(self, at: int) -> str | None:
+        """The name of the function whose body starts before ``at``."""
+        if self._reversed is None:
+            self._reversed = self._text[::-1]
+        match = _FUNCTION_REVERSED.match(self._reversed, len(self._text) - at)
+        return None if match is None else match.group(1)[::-1]
 
     def strength(self, at: int) -> Strength | None:
         if self._reversed is None:
@@ -136,12 +164,43 @@ def find_comparisons(source: Source) -> Iterator[Hit]:
         strength = before.strength(match.start())
         if strength and _secret_value(match.group(2), strength):
             yield (match.start(2), match.end(2), "secret_call")
+    yield from _c_literals(text, before)
+    if "return " in text:
+        yield from _returned(text, before)
     for quote, regex in zip("\"'", _PAIR, strict=True):
         for match in regex.finditer(text):
             close = match.start()
             opening = text.rfind(quote, max(0, close - 65), close)
             if opening >= 0 and _pair_secret(text[opening + 1 : close], match.group(2)):
                 yield (match.start(2), match.end(2), "secret_call")
+
+
+def _returned(text: str, before: _Before) -> Iterator[Hit]:
+    """A literal returned by a secret-named function; one named for a service too
+    (``getBetterStackToken``) returns a key of that service's shape (service_names.py)."""
+    for match in _RETURN.finditer(text):
+        value = match.group(2)
+        # (the value first: memoised, and most returned literals are no secret)
+        if not _secret_value(value, "strong"):
+            continue
+        name = before.function(match.start())
+        strength = None if name is None else _strength(name)
+        if name is None or strength is None or not _secret_value(value, strength):
+            continue
+        verb = _SETTER.match(name)
+        bare = (name[verb.end() :] if verb else name).lower()
+        service = find_service(bare, 0, len(bare))
+        if service is None or service_key_fits(service, value):
+            yield (*match.span(2), "secret_call")
+
+
+def _c_literals(text: str, before: _Before) -> Iterator[Hit]:
+    """``char secret[25] = "…"`` and ``secret.assign("…", 17)``."""
+    for regex, group, kind in ((_CHAR_ARRAY, 1, "secret_assignment"), (_ASSIGN, 2, "secret_call")):
+        for match in regex.finditer(text):
+            strength = before.strength(match.start())
+            if strength and _secret_value(match.group(group), strength):
+                yield (match.start(group), match.end(group), kind)
 
 
 def _reverse(text: str, match: re.Match[str]) -> Iterator[Hit]:

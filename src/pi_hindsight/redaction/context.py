@@ -31,7 +31,7 @@ import string
 from collections.abc import Iterator
 
 from pi_hindsight.redaction.finder import Names
-from pi_hindsight.redaction.names import NOT_SECRET_KEYS, VENDOR_WORDS
+from pi_hindsight.redaction.names import NOT_SECRET_KEYS, VENDOR_WORDS, NameHit
 from pi_hindsight.redaction.service_names import SERVICE_NAMES, find_service, service_key_fits
 from pi_hindsight.redaction.source import Hit, Source
 from pi_hindsight.redaction.values import is_name_like, is_not_a_secret, looks_random, word_set
@@ -121,9 +121,13 @@ def find_by_context(source: Source) -> Iterator[Hit]:
                 scanned = max(scanned, finding[1])
                 yield finding
                 continue
-        window_end = min(len(text), name_end + _WINDOW)
+        window_end = _window_end(openers, name, len(text))
         start = max(name_end, scanned)
         if start >= window_end:
+            continue
+        if strength != "vendor" and (literal := _literal(source, name_start, name_end)):
+            scanned = literal[1]
+            yield literal
             continue
         candidate = _candidate(source, start, window_end)
         if candidate is None:
@@ -145,16 +149,62 @@ def find_by_context(source: Source) -> Iterator[Hit]:
         # The nearest secret name before the token (any, weak ones too) is the one the gap is
         # measured from.
         everyone = everyone or Names(source)
+        nearest = strength
         while (following := everyone.first(after, by_end=True)) is not None:
             if following[1] > token_start:
                 break
-            name_start, name_end = following[0], following[1]
+            name_start, name_end, nearest = following[0], following[1], following[2]
             after = name_end + 1
-        if not _gap_ok(lowered, name_start, name_end, value, token_start):
-            continue
-        if lowered.startswith("login", name_start) and lowered[name_end:token_start].strip():
-            continue  # only "<tool> login <token>": "login succeeded for user <uuid>" stays
-        yield (token_start, token_end, _vendor_kind(lowered, name_start, token_start))
+        if _linked(source, (name_start, name_end, nearest, False), token_start, token_end):
+            yield (token_start, token_end, _vendor_kind(lowered, name_start, token_start))
+
+
+def _window_end(openers: Names, name: NameHit, size: int) -> int:
+    """Where the window after ``name`` ends: _WINDOW characters on; a service's name leaves
+    what follows a secret word after it to that word (``onepagecrm token - '…'``)."""
+    name_end = name[1]
+    window_end = min(size, name_end + _WINDOW)
+    if name[2] != "vendor":
+        return window_end
+    following = openers.first(name_end + 1, by_end=True)
+    if following is not None and following[0] < window_end and following[2] != "vendor":
+        return max(name_end, following[0])  # (not at another service's name: text made of
+    return window_end  # names would be looked at name by name, not window by window)
+
+
+def _linked(source: Source, name: NameHit, token_start: int, token_end: int) -> bool:
+    """Whether the token at [token_start, token_end) belongs to the nearest name before it."""
+    name_start, name_end, strength, _ = name
+    lowered = source.lowered
+    if not _gap_ok(lowered, name_start, name_end, source.text[token_start:token_end], token_start):
+        return False
+    if (
+        strength == "vendor"
+        and lowered.startswith("key", name_start)
+        and not _service_key(source, name_start, name_end, token_start, token_end)
+    ):
+        return False  # "the <service> key is …" with a token not of that service's shape
+    # only "<tool> login <token>": "login succeeded for user <uuid>" stays
+    return not (lowered.startswith("login", name_start) and lowered[name_end:token_start].strip())
+
+
+# A quoted literal right after a secret word, blanks or a dash between (``token '…'``, ``token
+# - '…'``; after ``=`` or ``:`` it is assigned: assignments.py judges it): the literal is the
+# value, whole, even when a character no token run holds (``=``, ``.``, ``@``) splits it into
+# runs of fewer than 16; not when one of _GLUE does (mangled).
+_LITERAL_AFTER = re.compile(r"(?:[ \t]{1,4}-)?[ \t]{1,4}([\"'`])([A-Za-z0-9+/=_.~:@-]{16,256}+)\1")
+
+
+def _literal(source: Source, name_start: int, name_end: int) -> Hit | None:
+    match = _LITERAL_AFTER.match(source.text, name_end)
+    if match is None:
+        return None
+    value = match.group(2)
+    if not looks_random(value, 16) or is_not_a_secret(value):
+        return None
+    if not _gap_ok(source.lowered, name_start, name_end, value, match.start(2)):
+        return None
+    return (match.start(2), match.end(2), _vendor_kind(source.lowered, name_start, match.start(2)))
 
 
 def _candidate(source: Source, start: int, window_end: int) -> re.Match[str] | None:
@@ -209,6 +259,10 @@ def _service_key(source: Source, name_start: int, name_end: int, start: int, end
     after their names (Mailgun, Twilio, …) keep the looser rule."""
     lowered, text = source.lowered, source.text
     service = find_service(lowered, name_start, name_end)
+    if service is None and lowered.startswith("key", name_start):
+        # "the API2Cart key is …": the key of the service named before it
+        space = lowered.rfind(" ", max(0, name_start - 24), name_start - 1)
+        service = find_service(lowered, space + 1, name_start - 1) if space >= 0 else None
     if service is None or _CLASSIC_VENDOR.search(lowered, name_start, name_end) is not None:
         return True  # not a service's name: "the key for …" in prose
     return (
@@ -258,8 +312,29 @@ def _prose_password_in(window: str) -> tuple[int, int] | None:
     return (start, end)
 
 
+# HashiCorp Vault AppRole: the ``secret_id`` (a UUID) is the credential, its ``role_id`` is not.
+# An "id" after "secret" elsewhere names a secret (Azure's "secret ID"), so only a UUID under
+# that name with a ``role_id`` within _APPROLE_REACH characters counts.
+_SECRET_ID = re.compile(
+    r"secret_id[0-9]?[\"']?[ \t]{0,16}(?::=|=|:)[ \t]{0,16}[\"']?"
+    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?![0-9a-z_-])"
+)
+_APPROLE_REACH = 400
+
+
+def _approle(source: Source) -> Iterator[Hit]:
+    lowered = source.lowered
+    if "secret_id" not in lowered or "role_id" not in lowered:
+        return
+    for match in _SECRET_ID.finditer(lowered):
+        low, high = max(0, match.start() - _APPROLE_REACH), match.end() + _APPROLE_REACH
+        if lowered.find("role_id", low, high) >= 0:
+            yield (*match.span(1), "secret_assignment")
+
+
 def _paired(source: Source) -> Iterator[Hit]:
     """The secret half of a key pair written next to its public half."""
+    yield from _approle(source)
     text = source.text
     for kind, shape, secret_kind in _PAIRED:
         for _, found_end, found_kind in source.found:

@@ -174,8 +174,15 @@ def _strength(name: str) -> Strength | None:
     return strength
 
 
+# A secret word with one more letter is that word: a plural or a misspelling (``secrets``,
+# ``secrete``, ``passwords``); "secretly", "secretary" have more.
+_ONE_LETTER_MORE = frozenset({"secret", "password", "passwd", "passphrase"})
+
+
 def _word_strength(parts: list[str], index: int) -> Strength | None:
     part = parts[index]
+    if len(part) > 6 and part[-1].isalpha() and part[:-1] in _ONE_LETTER_MORE:
+        part = part[:-1]
     if part in _PASSWORD_PARTS or (
         part.endswith(_PASSWORD_SUFFIXES) and part not in _NOT_PASSWORDS
     ):

@@ -115,6 +115,7 @@ _TABLE = """
     youneedabudget:dh64 yousign:dl32 zendesk:dlu-_40 zenrows:dh40 zenserp:dl-36
     zeplin:dlu-.350-400 zerobounce:dl32 zerotier:dlu32 zipapi:dlu32,dlu=16+ zipbooks:dlu=16+
     zipcodeapi:dlu64 zonka:dlu36
+    agora:dl32 cloze:dh32 hubspot:dlu-36 keenio:du64,dl24 loggly:dl-36 onesignal:dh-36
 """
 _ALPHABETS = {
     "d": "0123456789",

@@ -515,7 +515,7 @@ PATTERNS: tuple[TokenPattern, ...] = (
         re.compile(
             r"authorization[\"']?(?:[ \t]{0,16}[:=][ \t]{0,16}[\"']?(?:(?:basic|bearer|token|"
             r"digest|bot|apikey|api-key|sso-key|key|hmac)[ \t]{1,16})?|[ \t]{1,16}[\"']?(?:basic|"
-            r"bearer|token|digest)[ \t]{1,16})([a-z0-9._~+/=:-]{8,4096}+)"
+            r"bearer|token|digest)[ \t]{1,16})([a-z0-9._~+/=:@-]{8,4096}+)"
         ),
         (("authorization", True),),
         group=1,
