@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -115,6 +116,42 @@ def score(redact: Redactor, cases: list[dict[str, str]]) -> Score:
     return result
 
 
+# Why a positive was missed (``--why``), judged by rules of this script, not by the redaction
+# code under measurement: the issue says a vendor prefix around a stand-in is no secret, and a
+# host or an e-mail address protects nothing without a password.
+_PREFIX = re.compile(r"^(?:[A-Za-z0-9]{1,12}[_-]){0,3}")
+_LOCATOR = re.compile(
+    r"^(?:[a-z][a-z0-9+.]*:)?//|^jdbc:|^[\w.+-]+@[\w-]+(?:\.[\w-]+)+$"
+    r"|^[\w-]+(?:\.[\w-]+)*\.[a-z]{2,6}$|^\d{1,3}(?:\.\d{1,3}){3}$|^localhost$"
+)
+_CREDENTIAL_URL = re.compile(r"//[^/@\s:]+:[^/@\s]+@|password=|pwd=", re.IGNORECASE)
+
+
+def why_missed(secret: str) -> str:
+    """``stand-in``: the value after any vendor prefix is one character over a third of it, at
+    most four distinct characters, or says EXAMPLE/xxxx (gitleaks lists such as must-not-flag);
+    ``locator``: a URL, host, IP or e-mail address without a credential in it; else ``other``."""
+    value = secret.strip("\"'{}")
+    body = value[_PREFIX.match(value).end() :] or value  # type: ignore[union-attr]
+    longest = max((len(m.group()) for m in re.finditer(r"(.)\1*", body)), default=0)
+    if (len(body) >= 8 and (longest * 3 > len(body) or len(set(body)) <= 4)) or re.search(
+        r"EXAMPLE|xxxx", value
+    ):
+        return "stand-in"
+    if _LOCATOR.search(value) and not _CREDENTIAL_URL.search(value):
+        return "locator"
+    return "other"
+
+
+def report_why(misses: list[dict[str, str]]) -> None:
+    missed = [case for case in misses if case["label"] == "secret"]
+    counts: dict[str, int] = defaultdict(int)
+    for case in missed:
+        counts[why_missed(case["secret"])] += 1
+    shown = ", ".join(f"{why} {n}" for why, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    print(f"   missed secrets by why: {shown} (of {len(missed)})")
+
+
 def current() -> Redactor:
     from pi_hindsight.redaction import redact
 
@@ -172,6 +209,11 @@ def main() -> None:
     parser.add_argument(
         "--misses", type=int, default=0, metavar="N", help="print the first N wrong cases"
     )
+    parser.add_argument(
+        "--why",
+        action="store_true",
+        help="sort the missed secrets into stand-ins, locators and the rest",
+    )
     args = parser.parse_args()
     cases = [json.loads(line) for line in args.corpus.read_text().splitlines() if line.strip()]
     print(f"corpus {args.corpus}: {len(cases)} cases")
@@ -184,8 +226,11 @@ def main() -> None:
             )
         after = score(current(), cases)
     report("after (this tree)", after, args.kinds)
+    if args.why:
+        report_why(after.misses)
     for case in after.misses[: args.misses]:
-        print(json.dumps(case))
+        shown = {**case, "why": why_missed(case["secret"])} if case["label"] == "secret" else case
+        print(json.dumps(shown))
 
 
 if __name__ == "__main__":
