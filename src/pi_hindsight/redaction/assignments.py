@@ -30,6 +30,8 @@ from typing import Literal
 
 from pi_hindsight.redaction.finder import Names
 from pi_hindsight.redaction.names import Strength, names_a_token
+from pi_hindsight.redaction.placeholders import is_filler
+from pi_hindsight.redaction.service_names import find_service, service_key_exact
 from pi_hindsight.redaction.sites import OPERATOR
 from pi_hindsight.redaction.source import Hit, Lines, Source
 from pi_hindsight.redaction.values import (
@@ -192,7 +194,9 @@ def _assignment(
     start, end, place = value
     # (the name is passed only where it can name a token: adversarial text repeats "password=")
     name = "" if strength == "password" else text[name_start:name_end]
-    if not _is_secret(text[start:end], strength, place, name):
+    if not _is_secret(text[start:end], strength, place, name) and not (
+        name and _service_value(name.lower(), text[start:end])
+    ):
         return None, end
     return (start, end, "env_assignment" if own_line else "secret_assignment"), end
 
@@ -331,6 +335,23 @@ def _judge(value: str, strength: Strength, place: Place, name: str) -> bool:
     if strength == "weak":
         return looks_random(value)
     return len(value) >= _MINIMUM[strength, place] and not _is_text(value, strength, place)
+
+
+@functools.lru_cache(maxsize=1024)
+def _service_value(name: str, value: str) -> bool:
+    """A secret name that also names a service (``cloudinary_apiSecret``, ``cashboard_key``)
+    holds a value of that service's exact key shape even when the rules above would take it
+    for an identifier or find it too short (``ndiawudh1_wdajwoidjajawdeps``, ``F1A-NEI-HY4-PZK``):
+    a digit and a letter in it, not a placeholder."""
+    service = find_service(name, 0, len(name))
+    return (
+        service is not None
+        and service_key_exact(service, value)
+        and any(char.isdigit() for char in value)
+        and any(char.isalpha() for char in value)
+        and not is_not_a_secret(value)
+        and not is_filler(value)
+    )
 
 
 def _is_line_reference(value: str) -> bool:

@@ -486,7 +486,7 @@ PATTERNS: tuple[TokenPattern, ...] = (
     TokenPattern(
         "url_query_secret",
         re.compile(
-            r"[?&](?:access_token|refresh_token|id_token|token|api[_-]?key|apikey|key|secret|"
+            r"[?&](?:access_token|refresh_token|id_token|token|token[_-]?key|api[_-]?key|apikey|key|secret|"
             r"client_secret|password|passwd|pwd|sig|signature|auth|x-amz-signature|"
             r"x-amz-security-token|x-goog-signature|x-goog-credential)=([^&\s#\"'<>]{6,2048}+)"
         ),

@@ -103,6 +103,15 @@ PATTERNS: tuple[TokenPattern, ...] = (
         boundary=_DASHED,
         end=False,
     ),
+    # Microsoft Entra ID (Azure AD) refresh tokens: "0.A" or "1.A", 50+ URL-safe base64
+    # characters, an optional ".<digit>", ".Ag" and 250+ more, optionally ".A" and 200+ more.
+    *token(
+        "azure_entra_refresh_token",
+        "0.A 1.A",
+        r"[A-Za-z0-9_-]{50,}+(?:\.[0-9])?\.Ag[A-Za-z0-9_-]{250,}+(?:\.A[A-Za-z0-9_-]{200,}+)?",
+        boundary="A-Za-z0-9_.-",
+        shaped=True,
+    ),
     # A 256-bit hex private key (secp256k1: Ethereum and friends) written with 0x.
     *token("hex_private_key", "0x", r"[0-9a-fA-F]{64}", keep=_random_body(2)),
     # EasyPost production / test keys.
