@@ -123,7 +123,7 @@ def test_the_table_holds_facts_of_the_right_form() -> None:
         assert not any(word in name for word in SECRET_WORDS if word not in SERVICE_NAMES), name
         assert not any(name.startswith(word) for word in _CLASSIC), name
         for alphabet, low, high in _SHAPES[name]:
-            assert (16 <= low or 12 <= low == high) and low <= high and alphabet, name
+            assert (low >= 16 or 12 <= low == high) and low <= high and alphabet, name
     assert find_service("metabase_url", 0, 12) == "metabase"
     assert find_service("cloudsmith", 0, 10) == "cloudsmith"
 

@@ -115,13 +115,15 @@ _TABLE = """
     upcdatabase:du32 uplead:dl-32 uploadcare:dl20 upwave:dl32 urlscan:dl-36 userflow:dl_29
     userstack:dl32 vatlayer:dl32 verimail:du32 veriphone:du32 versioneye:dlu-40 virustotal:dh64
     visualcrossing:du25 voodoosms:dlu46 vouchery:dl-36,dlu-16-20 vpnapi:dlu32 vultr:du36
-    walkscore:dl32 weatherbit:dl32 weatherstack:dl32 webex:dh64,dlu-_106 webflow:dl64 webscraper:dlu60
+    walkscore:dl32 weatherbit:dl32 weatherstack:dl32 webex:dh64,dlu-_106 webflow:dl64
+    webscraper:dlu60
     webscraping:dlu32 websitepulse:dh32,dlu_.16-22 wepay:dlu_62 whoxy:dl33 wistia:dl64
     worksnaps:dlu40 workstack:dlu60 worldcoinindex:dlu35 worldweather:dl31 yandex:dlu.83
     youneedabudget:dh64 yousign:dl32 zendesk:dlu-_40 zenrows:dh40 zenserp:dl-36
     zeplin:dlu-.350-400 zerobounce:dl32 zerotier:dlu32 zipapi:dlu32,dlu=16+ zipbooks:dlu=16+
     zipcodeapi:dlu64 zonka:dlu36
-    agora:dl32 cloze:dh32 gocanvas:dlu/+=44 hubspot:dlu-36 keenio:du64,dl24 loggly:dl-36 onesignal:dh-36
+    agora:dl32 cloze:dh32 gocanvas:dlu/+=44 hubspot:dlu-36 keenio:du64,dl24 loggly:dl-36
+    onesignal:dh-36
 """
 _ALPHABETS = {
     "d": "0123456789",
