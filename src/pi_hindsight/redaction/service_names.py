@@ -71,7 +71,7 @@ _TABLE = """
     hypertrack:dlu-_27,dlu-_54 iconfinder:dlu64 iexcloud:dl_35 imagekit:dlu_=36 imagga:dlu=72
     infura:dl32 insightly:dl-36 instamojo:dlu128,dlu40 intrinio:dlu44 invoiceocean:dlu20
     ip2location:du32 ipapi:dl32 ipgeolocation:dl32 ipifi:dlu_32 ipinfo:dl64 ipquality:dlu32
-    ipstack:dhH32 jira:dlu-24 jotform:dl32 jumpcloud:dlu40 jupiterone:dlu76 kanbantool:dlu16-22
+    ipstack:dhH32 jira:dlu-24 jotform:dl32 jumpcloud:dlu40 jupiterone:dlu76
     karmacrm:dlu20 klipfolio:dh40 knapsackpro:dl32 kucoin:dh24 kylas:dl-36 languagelayer:dl32
     larksuite:dlu32 leadfeeder:dlu-43 lemlist:dh32 lessannoyingcrm:dlu-57 lexigram:dlu301
     linenotify:dlu43 linkpreview:dlu32 liveagent:dlu32 loadmill:dlu40 lokalise:dl40
