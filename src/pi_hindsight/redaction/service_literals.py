@@ -1,6 +1,7 @@
 """Keys of services whose names are everyday words: ``railway = '<uuid>'``, ``mite '…'``,
-``kanban '11XQ98FVS8WI'``, ``mux '<id>' mux ' <secret> '``, ``pusher - '…'``, and GitHub's
-OAuth app pair ``github = '<client id>', '<client secret>'``.
+``kanban '11XQ98FVS8WI'``, ``mux '<id>' mux ' <secret> '``, ``pusher - '…'``, a name of two
+words written apart (``scraping_bee = '…'``), and GitHub's OAuth app pair ``github = '<client
+id>', '<client secret>'``.
 
 The service-name rule (:mod:`.context`, :mod:`.service_names`) leaves these names out: after
 "railway", "kanban", "mux" or "github" a token is as often an id, a board, a digest or a commit.
@@ -8,7 +9,7 @@ Here a key counts only as a quoted literal right after the name (blanks, ``=``, 
 or ``-`` between) and only in the exact shape the service issues (facts from trufflehog's public
 detectors: Railway API tokens are lowercase UUIDs, mite keys 16 lowercase letters and digits,
 Kanban Tool keys 12 capitals and digits, Mux token secrets 75 base64 characters, Pusher Channels
-secrets 20 lowercase letters and digits, a GitHub OAuth app's client secret 40 hex after its
+secrets 20 lowercase letters and digits, ScrapingBee keys 80 capitals and digits, a GitHub OAuth app's client secret 40 hex after its
 20-character client id). An id the service pairs with its key (Mux's token id, a UUID; Pusher's
 app id, digits) has another shape and stays; a key of letters or digits alone stays too (a word,
 an acronym, a number).
@@ -37,9 +38,14 @@ _SHAPES = {
     "kanbantool": re.compile(r"[0-9A-Z]{12}"),
     "mux": re.compile(r"[0-9A-Za-z/+]{75}"),
     "pusher": re.compile(r"[0-9a-z]{20}"),
+    # a service's name of two words, written apart (together it is in service_names.py)
+    "scraping bee": re.compile(r"[0-9A-Z]{80}"),
 }
-NAMES = (*_SHAPES, "github")
-_NAME = r"(?<![A-Za-z0-9_])(?i:({names}))(?![A-Za-z0-9_])".format(names="|".join(NAMES))
+# The literals the trigger pass looks for (a name's first word).
+NAMES = (*(name.split()[0] for name in _SHAPES), "github")
+_NAME = r"(?<![A-Za-z0-9_])(?i:({names}))(?![A-Za-z0-9_])".format(
+    names="|".join(name.replace(" ", "[ _-]") for name in (*_SHAPES, "github"))
+)
 _BETWEEN = r"[ \t]{0,4}(?::=|[:=-])?[ \t]{0,4}"
 # A literal, blanks allowed inside its quotes (`` mux ' <secret> ' ``).
 _LITERAL = r"(['\"])[ \t]?([A-Za-z0-9+/-]{{{low},{high}}})[ \t]?\{quote}"
@@ -52,13 +58,14 @@ _FORM = re.compile(
     + _LITERAL.format(low=12, high=80, quote=5)
     + r")"
 )
+_SEPARATOR = re.compile(r"[_-]")
 _HAS_DIGIT = re.compile(r"[0-9]")
 _HAS_LETTER = re.compile(r"[A-Za-z]")
 
 
 def find_service_literals(source: Source) -> Iterator[Hit]:
     for match in _FORM.finditer(source.text):
-        name = match.group(1).lower()
+        name = _SEPARATOR.sub(" ", match.group(1).lower())
         if match.group(4) is not None:
             if name == "github" and _is_key(match.group(4)):
                 yield (*match.span(4), "secret_near_keyword")
