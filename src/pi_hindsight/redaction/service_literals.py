@@ -9,8 +9,8 @@ Here a key counts only as a quoted literal right after the name (blanks, ``=``, 
 or ``-`` between) and only in the exact shape the service issues (facts from trufflehog's public
 detectors: Railway API tokens are lowercase UUIDs, mite keys 16 lowercase letters and digits,
 Kanban Tool keys 12 capitals and digits, Mux token secrets 75 base64 characters, Pusher Channels
-secrets 20 lowercase letters and digits, ScrapingBee keys 80 capitals and digits, a GitHub OAuth app's client secret 40 hex after its
-20-character client id). An id the service pairs with its key (Mux's token id, a UUID; Pusher's
+secrets 20 lowercase letters and digits, ScrapingBee keys 80 capitals and digits, a GitHub
+OAuth app's client secret 40 hex after its 20-character client id). An id the service pairs with its key (Mux's token id, a UUID; Pusher's
 app id, digits) has another shape and stays; a key of letters or digits alone stays too (a word,
 an acronym, a number).
 
