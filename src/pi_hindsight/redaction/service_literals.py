@@ -10,9 +10,9 @@ or ``-`` between) and only in the exact shape the service issues (facts from tru
 detectors: Railway API tokens are lowercase UUIDs, mite keys 16 lowercase letters and digits,
 Kanban Tool keys 12 capitals and digits, Mux token secrets 75 base64 characters, Pusher Channels
 secrets 20 lowercase letters and digits, ScrapingBee keys 80 capitals and digits, a GitHub
-OAuth app's client secret 40 hex after its 20-character client id). An id the service pairs with its key (Mux's token id, a UUID; Pusher's
-app id, digits) has another shape and stays; a key of letters or digits alone stays too (a word,
-an acronym, a number).
+OAuth app's client secret 40 hex after its 20-character client id). An id the service pairs
+with its key (Mux's token id, a UUID; Pusher's app id, digits) has another shape and stays; a
+key of letters or digits alone stays too (a word, an acronym, a number).
 
 One pattern finds all of them (bounded: a name, a few blanks, a quoted literal of at most 80
 characters), so text made of these names costs one scan and a memoised judgement per match.
