@@ -116,6 +116,8 @@ UNITS = sorted(
         "cloudinary_apiSecret=kelomira7_tavunesodilapekos ",
         'cashboard_key: "F1A-NEI-HY4-PZK"\n',
         "gocanvas: ",
+        "{AQAAABAAA }<id>{aha a1B2c3D4e5F6g7H8i9}</id>",
+        "<id>{a ",
     }
 )
 

@@ -166,3 +166,37 @@ def test_new_vendor_shapes_are_redacted(text: str, secret: str | None) -> None:
 )
 def test_near_misses_of_the_new_vendor_shapes_are_left_alone(text: str) -> None:
     assert redact(text).text == text
+
+
+# -- Jenkins credentials: braces mark a secret value in another element too ----------------------
+
+_ENCRYPTED = "<secret>{AQAAABAAA" + _random(_ALNUM, 30) + "}</secret>"
+
+
+@pytest.mark.parametrize(
+    "inner",
+    ["aha " + _random(_HEX, 64), _random(_ALNUM, 30), "service key " + _random(_URLSAFE, 24)],
+)
+def test_a_braced_key_beside_a_jenkins_secret_is_redacted(inner: str) -> None:
+    secret = inner.split()[-1]
+    text = f"{_ENCRYPTED}\n<id>{{{inner}}}</id>"
+    assert secret not in redact(text).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # an id or a user name, as the words before it say
+        f"{_ENCRYPTED}\n<id>{{anypoint id {_random(_HEX, 32)}}}</id>",
+        f"{_ENCRYPTED}\n<id>{{BS_USERNAME {_random(_URLSAFE, 20)}}}</id>",
+        # no Jenkins secret in the text: braces alone say nothing
+        f"<id>{{aha {_random(_HEX, 64)}}}</id>",
+        # a word, not a token
+        f"{_ENCRYPTED}\n<description>{{configurationforproduction}}</description>",
+    ],
+)
+def test_braced_ids_users_and_words_are_left_alone(text: str) -> None:
+    redacted = redact(text).text
+    assert (
+        redacted.split("\n", 1)[1] == text.split("\n", 1)[1] if "\n" in text else redacted == text
+    )
