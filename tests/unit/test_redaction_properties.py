@@ -118,6 +118,8 @@ UNITS = sorted(
         "gocanvas: ",
         "{AQAAABAAA }<id>{aha a1B2c3D4e5F6g7H8i9}</id>",
         "<id>{a ",
+        "netsuite id - 'ab' consumer - '",
+        "netsuite 'ab' ",
     }
 )
 

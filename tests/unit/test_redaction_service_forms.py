@@ -198,3 +198,25 @@ def test_a_braced_key_beside_a_jenkins_secret_is_redacted(inner: str) -> None:
 def test_braced_ids_users_and_words_are_left_alone(text: str) -> None:
     # (the encrypted secret on the first line is redacted: only the element after it is judged)
     assert redact(text).text.endswith(text.rsplit("\n", 1)[-1])
+
+
+# -- after a service's name, a word before another quoted value labels that value ------------------
+
+_NETSUITE = _random(_ALNUM, 64)
+
+
+def test_a_label_before_an_earlier_value_does_not_block_the_key() -> None:
+    text = f"netsuite id - '{_random(_ALNUM, 8)}'\nconsumer - '{_NETSUITE}'"
+    assert _NETSUITE not in redact(text).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"netsuite account id '{_NETSUITE}'",  # the label is the key's own
+        f"netsuite id - '{_random(_ALNUM, 8)}' request id - '{_NETSUITE}'",
+        f"netsuite id - '{_random(_ALNUM, 8)}' consumer - '{_NETSUITE[:-1]}'",  # not its shape
+    ],
+)
+def test_a_label_right_before_the_value_still_blocks_it(text: str) -> None:
+    assert redact(text).text == text
