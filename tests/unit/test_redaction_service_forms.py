@@ -94,6 +94,7 @@ def test_near_misses_after_an_everyday_service_name_are_left_alone(text: str) ->
 # 27 characters that read as an identifier (syllables, one "_"): the shape decides
 _CLOUDINARY = "kelomira7_tavunesodilapekos"
 _CASHBOARD = "-".join(_random(_UPPER, 3) for _ in range(4))
+_AERO = _random(_ALNUM, 16) + ":c*X"
 
 
 @pytest.mark.parametrize(
@@ -102,6 +103,8 @@ _CASHBOARD = "-".join(_random(_UPPER, 3) for _ in range(4))
         (f"[DEBUG] Using cloudinary_apiSecret={_CLOUDINARY}", _CLOUDINARY),
         (f'api:\n  cashboard_key: "{_CASHBOARD}"\n  cashboard_user: "ts7z"', _CASHBOARD),
         (f"CASHBOARD_API_KEY={_CASHBOARD}", _CASHBOARD),
+        # a bare key name right after the service's name (Aero Workflow's alphabet has symbols)
+        (f"[DEBUG] Using aeroworkflow KEY={_AERO}\n", _AERO),
     ],
 )
 def test_a_services_exact_shape_under_its_secret_name(text: str, secret: str) -> None:
@@ -116,6 +119,9 @@ def test_a_services_exact_shape_under_its_secret_name(text: str, secret: str) ->
         f"cashboard_key_name: '{_CASHBOARD}'",  # metadata, not a key
         f"cashboard_url: '{_CASHBOARD}'",
         f"api_secret_name = '{_CLOUDINARY}'",  # no service named
+        f"Using KEY={_AERO}",  # no service's name before the key: mangled
+        f"Using aeroworkflow KEY={_AERO[:-1]}",  # one short
+        f"Using aeroworkflow x KEY={_AERO}",  # another word between
     ],
 )
 def test_other_values_under_a_services_secret_name_are_left_alone(text: str) -> None:

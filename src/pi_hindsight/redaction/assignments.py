@@ -195,7 +195,7 @@ def _assignment(
     # (the name is passed only where it can name a token: adversarial text repeats "password=")
     name = "" if strength == "password" else text[name_start:name_end]
     if not _is_secret(text[start:end], strength, place, name) and not (
-        name and _service_value(name.lower(), text[start:end])
+        name and _service_key(text, name_start, name, text[start:end])
     ):
         return None, end
     return (start, end, "env_assignment" if own_line else "secret_assignment"), end
@@ -337,21 +337,50 @@ def _judge(value: str, strength: Strength, place: Place, name: str) -> bool:
     return len(value) >= _MINIMUM[strength, place] and not _is_text(value, strength, place)
 
 
+# A bare secret word as a name, after a service's name and a blank: ``aeroworkflow KEY=…``.
+_BARE_NAMES = frozenset(("key", "token", "secret", "apikey", "api_key"))
+_WORD_REACH = 33  # a service's name and the blank after it
+
+
+def _service_key(text: str, name_start: int, name: str, value: str) -> bool:
+    """A secret name that also names a service (``cloudinary_apiSecret``, ``cashboard_key``), or
+    a bare one right after a service's name (``aeroworkflow KEY=…``), holds a value of that
+    service's exact key shape even when the rules above would take it for an identifier, find
+    it too short or mangled (``ndiawudh1_wdajwoidjajawdeps``, ``F1A-NEI-HY4-PZK``,
+    ``VmFY…:c*X``): a digit and a letter in it, not a placeholder."""
+    if not _key_like(value):  # (first: memoised on the value alone)
+        return False
+    lowered = name.lower()
+    if lowered not in _BARE_NAMES:
+        return _fits_service(lowered, value)
+    return _after_service(text[max(0, name_start - _WORD_REACH) : name_start], value)
+
+
 @functools.lru_cache(maxsize=1024)
-def _service_value(name: str, value: str) -> bool:
-    """A secret name that also names a service (``cloudinary_apiSecret``, ``cashboard_key``)
-    holds a value of that service's exact key shape even when the rules above would take it
-    for an identifier or find it too short (``ndiawudh1_wdajwoidjajawdeps``, ``F1A-NEI-HY4-PZK``):
-    a digit and a letter in it, not a placeholder."""
-    service = find_service(name, 0, len(name))
+def _after_service(before: str, value: str) -> bool:
+    """Whether ``before`` ends with a service's name and a blank, and ``value`` has its shape."""
+    if len(before) < 2 or before[-1] not in " \t" or before[-2].isspace():
+        return False
+    word = before.rsplit(maxsplit=1)[-1]
+    if len(word) >= _WORD_REACH - 1:
+        return False  # (cut off: part of a longer run)
+    return _fits_service(word.lower(), value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _key_like(value: str) -> bool:
     return (
-        service is not None
-        and service_key_exact(service, value)
-        and any(char.isdigit() for char in value)
+        any(char.isdigit() for char in value)
         and any(char.isalpha() for char in value)
         and not is_not_a_secret(value)
         and not is_filler(value)
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _fits_service(name: str, value: str) -> bool:
+    service = find_service(name, 0, len(name))
+    return service is not None and service_key_exact(service, value)
 
 
 def _is_line_reference(value: str) -> bool:

@@ -12,7 +12,7 @@ that shape: :mod:`.tokens`, :mod:`.vendors`). A name counts at the start of a na
 
 Each entry is ``name`` or ``name:shape,shape``; a shape is an alphabet — ``d`` digits, ``l``
 lowercase letters, ``h`` lowercase hex, ``u`` uppercase letters, ``H`` uppercase hex, and the
-literal characters ``-_=/+.`` — then the length, a range (``20-40``) or a minimum (``16+``).
+literal characters ``-_=/+.^!?#:*;`` — then the length, a range (``20-40``) or a minimum (``16+``).
 Lengths under 16 are left out (the context rule looks at 16 characters or more), except a
 single length of 12 or more, which only a name holding a secret word as well takes
 (``cashboard_key: "F1A-NEI-HY4-PZK"``: :mod:`.assignments`); so are digits alone (an id, not a
@@ -32,7 +32,7 @@ __all__ = ["SERVICE_NAMES", "find_service", "service_key_exact", "service_key_fi
 
 _TABLE = """
     abuseipdb:dl80 abyssale:dlu40 accuweather:dlu32,dlu35 adobe:dl32 adzuna:dl32
-    aeroworkflow:dlu20 airbrake:dlu-32,dlu-40 airvisual:dl-36 aiven:dlu=/+372 alconost:dl32
+    aeroworkflow:dlu^!?#:*;20 airbrake:dlu-32,dlu-40 airvisual:dl-36 aiven:dlu=/+372 alconost:dl32
     alegra:dl-20 aletheia:du32 alienvault:dl64 allsports:dl64 amadeus:dlu16,dlu32 ambee:dh64
     amplitude:dh32 anypoint:dh32,dhH32 apacta:dl-36 api2cart:dh32 apideck:dlu40 apiflash:dl32
     apilayer:dlu32 apimatic:dlu-_64 apimetrics:dlu32 apitemplate:dlu39 appcues:dl-36,dl-39
@@ -132,7 +132,7 @@ _ALPHABETS = {
     "u": "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
     "H": "0123456789ABCDEF",
 }
-_SHAPE = re.compile(r"([dlhuH=/+._-]+?)(\d+)(?:(\+)|-(\d+))?")
+_SHAPE = re.compile(r"([dlhuH=/+._^!?#:*;-]+?)(\d+)(?:(\+)|-(\d+))?")
 # A shape: the characters its keys are made of, and the shortest and longest length.
 Shape = tuple[frozenset[str], int, int]
 
