@@ -127,7 +127,7 @@ _DETECTORS = (
     ),
     _Detector(
         service_literals.find_service_literals,
-        _words(service_literals.NAMES),
+        service_literals.TRIGGERS,
         ("secret_near_keyword",),
     ),
 )
