@@ -486,7 +486,7 @@ PATTERNS: tuple[TokenPattern, ...] = (
     TokenPattern(
         "url_query_secret",
         re.compile(
-            r"[?&](?:access_token|refresh_token|id_token|token|token[_-]?key|api[_-]?key|apikey|key|secret|"
+            r"[?&](?:access_token|refresh_token|id_token|token|api[_-]?key|apikey|key|secret|"
             r"client_secret|password|passwd|pwd|sig|signature|auth|x-amz-signature|"
             r"x-amz-security-token|x-goog-signature|x-goog-credential)=([^&\s#\"'<>]{6,2048}+)"
         ),
@@ -505,6 +505,16 @@ PATTERNS: tuple[TokenPattern, ...] = (
                 "credential=",
             )
         ),
+        group=1,
+        lowered=True,
+        keep=_query_token,
+    ),
+    # ?tokenkey=… (DronaHQ and others); its value holds no "?" (text made of "?tokenkey="
+    # repeated is no run of values)
+    TokenPattern(
+        "url_query_secret",
+        re.compile(r"[?&]token[_-]?key=([^&\s#\"'<>?]{6,2048}+)"),
+        (("key=", True),),
         group=1,
         lowered=True,
         keep=_query_token,
