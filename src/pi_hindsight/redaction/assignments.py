@@ -18,7 +18,10 @@ name's strength and where the value stands:
 ========================  ======================  ==============================  ==============
 
 and nowhere a reference, template, placeholder, URL without credentials, path or short number
-(:func:`~.values.is_not_a_secret`). The key name stays: it tells the reader what was there.
+(:func:`~.values.is_not_a_secret`). A name that also names a service (``cloudinary_apiSecret``,
+or a bare ``KEY`` right after the service's name) takes a value of that service's exact key
+shape whatever the table says (:mod:`.service_names`). The key name stays: it tells the reader
+what was there.
 """
 
 from __future__ import annotations

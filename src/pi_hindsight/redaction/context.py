@@ -11,7 +11,8 @@
   hash and needs a tighter link: at most four words, all of them connectors ("the new one is").
 - After only the name of a service whose keys have no prefix (service_names.py: ``instamojo
   'ZrGO…'``), a token with that service's shape, a word of its own; one of another shape is
-  left to a secret word after the name.
+  left to a secret word after the name. A word before another quoted value labels that value
+  (``netsuite id - '…' consumer - '<key>'``): the gap to the key starts after it.
 - The 40-character AWS secret key after an access key id, and the 32-hex Twilio auth token after
   an account SID (``AC…``), within 120 characters; the session token (a base64 run of 100+)
   within 400 characters after a temporary key id (``ASIA…``).
