@@ -102,6 +102,11 @@ NEW_SECRETS = {
     + _random(_ALNUM, 27),
     "telegram_bot_token": "63684512:A" + _random(string.ascii_lowercase + string.digits, 34),
     "aws_appsync_key": "da2-" + _random(string.ascii_lowercase + string.digits, 26),
+    "azure_entra_refresh_token": "0.A"
+    + _random(_ALNUM + "_-", 60)
+    + ".Ag"
+    + _random(_ALNUM + "_-", 300),
+    "besttime_key": "pri_" + _random(_HEX, 31) + "7",
 }
 # Forms newly recognised around a value: a Makefile's conditional assignment, a secret-named
 # literal passed beside its value, a service's name (line template, value).
@@ -121,6 +126,19 @@ NEW_FORMS = {
     ),
     "dash_literal": ("token - '{}'", _random(_ALNUM, 14) + "=" + _random(_ALNUM, 20) + "9c"),
     "jenkins": ("<secret>{{AQAAABAAA {}==}}</secret>", _random(_ALNUM, 42) + "2b"),
+    # keys next to a service's name, second pass: quoted right after a service named by an
+    # everyday word, GitHub's OAuth client pair, a service's exact shape under its secret name
+    "service_literal": ("railway = '{}'", str(uuid.UUID(int=_RNG.getrandbits(128)))),
+    "github_oauth_pair": ("github = '" + _random(_ALNUM, 20) + "', '{}'", _random(_HEX, 40)),
+    "service_secret_name": ("cloudinary_apiSecret={}", "kelomira7_tavunesodilapekos"),
+    "webex_bot": (
+        'webexbot = "{}"',
+        _random(_ALNUM, 64)
+        + "_"
+        + _random(_ALNUM, 4)
+        + "_"
+        + str(uuid.UUID(int=_RNG.getrandbits(128))),
+    ),
 }
 USER_TOKEN = "acme_" + _random(string.ascii_lowercase + string.digits, 12)
 ALLOWED = "sk_test_" + _random(_ALNUM, 30)  # a published test key the user allows

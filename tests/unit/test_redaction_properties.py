@@ -103,6 +103,23 @@ UNITS = sorted(
         "{AQAAABAAA ",
         "role_id secret_id = '",
         "the key is ",
+        # issue 18, keys next to a service's name (second pass)
+        "railway = '",
+        "railway = 'a52a85d1-33c4-4808-8fa0-c375f3c6013a' ",
+        "mux ' ",
+        "github = 'a1b2c3d4e5f6g7h8i9j0', '",
+        "scraping_bee = '",
+        "0.Aabc.Ag",
+        "sk.a1b.",
+        "pri_0a1b2c3d4e5f60a1b2c3d4e5f60a1b2c ",
+        "?tokenkey=",
+        "cloudinary_apiSecret=kelomira7_tavunesodilapekos ",
+        'cashboard_key: "F1A-NEI-HY4-PZK"\n',
+        "gocanvas: ",
+        "{AQAAABAAA }<id>{aha a1B2c3D4e5F6g7H8i9}</id>",
+        "<id>{a ",
+        "netsuite id - 'ab' consumer - '",
+        "netsuite 'ab' ",
     }
 )
 

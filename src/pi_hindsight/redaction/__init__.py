@@ -22,7 +22,9 @@ The detectors, one module each:
 - :mod:`.assignments`: values assigned to secret-named keys, gated by :mod:`.values`;
 - :mod:`.command_lines`: ``curl -u``, ``auth=(…)``, ``mysql -p…``, ``Cookie:``;
 - :mod:`.context`: random tokens near secret words, passwords in prose;
-- :mod:`.comparisons`: literals compared with or passed to secret-named variables and setters.
+- :mod:`.comparisons`: literals compared with or passed to secret-named variables and setters;
+- :mod:`.service_literals`: keys quoted right after the name of a service that is an everyday
+  word (``railway = '<uuid>'``), in that service's exact shape.
 
 The user's own rules (:mod:`pi_hindsight.redaction_rules`: ``redaction.patterns`` and
 ``redaction.allow`` from the user's config, RE2-compiled) are applied last: their matches are
@@ -56,6 +58,7 @@ from pi_hindsight.redaction import (
     context,
     finder,
     names,
+    service_literals,
     tokens,
     vendors,
 )
@@ -121,6 +124,11 @@ _DETECTORS = (
         comparisons.find_comparisons,
         comparisons.TRIGGERS,
         ("secret_comparison", "secret_call", "secret_assignment"),
+    ),
+    _Detector(
+        service_literals.find_service_literals,
+        service_literals.TRIGGERS,
+        ("secret_near_keyword",),
     ),
 )
 # Runs last: it reads the findings of the others (an AWS key id, a Twilio SID).

@@ -18,7 +18,10 @@ name's strength and where the value stands:
 ========================  ======================  ==============================  ==============
 
 and nowhere a reference, template, placeholder, URL without credentials, path or short number
-(:func:`~.values.is_not_a_secret`). The key name stays: it tells the reader what was there.
+(:func:`~.values.is_not_a_secret`). A name that also names a service (``cloudinary_apiSecret``,
+or a bare ``KEY`` right after the service's name) takes a value of that service's exact key
+shape whatever the table says (:mod:`.service_names`). The key name stays: it tells the reader
+what was there.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from typing import Literal
 
 from pi_hindsight.redaction.finder import Names
 from pi_hindsight.redaction.names import Strength, names_a_token
+from pi_hindsight.redaction.placeholders import is_filler
+from pi_hindsight.redaction.service_names import find_service, service_key_exact
 from pi_hindsight.redaction.sites import OPERATOR
 from pi_hindsight.redaction.source import Hit, Lines, Source
 from pi_hindsight.redaction.values import (
@@ -192,7 +197,9 @@ def _assignment(
     start, end, place = value
     # (the name is passed only where it can name a token: adversarial text repeats "password=")
     name = "" if strength == "password" else text[name_start:name_end]
-    if not _is_secret(text[start:end], strength, place, name):
+    if not _is_secret(text[start:end], strength, place, name) and not (
+        name and _service_key(text, name_start, name, text[start:end])
+    ):
         return None, end
     return (start, end, "env_assignment" if own_line else "secret_assignment"), end
 
@@ -331,6 +338,52 @@ def _judge(value: str, strength: Strength, place: Place, name: str) -> bool:
     if strength == "weak":
         return looks_random(value)
     return len(value) >= _MINIMUM[strength, place] and not _is_text(value, strength, place)
+
+
+# A bare secret word as a name, after a service's name and a blank: ``aeroworkflow KEY=…``.
+_BARE_NAMES = frozenset(("key", "token", "secret", "apikey", "api_key"))
+_WORD_REACH = 33  # a service's name and the blank after it
+
+
+def _service_key(text: str, name_start: int, name: str, value: str) -> bool:
+    """A secret name that also names a service (``cloudinary_apiSecret``, ``cashboard_key``), or
+    a bare one right after a service's name (``aeroworkflow KEY=…``), holds a value of that
+    service's exact key shape even when the rules above would take it for an identifier, find
+    it too short or mangled (``ndiawudh1_wdajwoidjajawdeps``, ``F1A-NEI-HY4-PZK``,
+    ``VmFY…:c*X``): a digit and a letter in it, not a placeholder."""
+    if not _key_like(value):  # (first: memoised on the value alone)
+        return False
+    lowered = name.lower()
+    if lowered not in _BARE_NAMES:
+        return _fits_service(lowered, value)
+    return _after_service(text[max(0, name_start - _WORD_REACH) : name_start], value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _after_service(before: str, value: str) -> bool:
+    """Whether ``before`` ends with a service's name and a blank, and ``value`` has its shape."""
+    if len(before) < 2 or before[-1] not in " \t" or before[-2].isspace():
+        return False
+    word = before.rsplit(maxsplit=1)[-1]
+    if len(word) >= _WORD_REACH - 1:
+        return False  # (cut off: part of a longer run)
+    return _fits_service(word.lower(), value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _key_like(value: str) -> bool:
+    return (
+        any(char.isdigit() for char in value)
+        and any(char.isalpha() for char in value)
+        and not is_not_a_secret(value)
+        and not is_filler(value)
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _fits_service(name: str, value: str) -> bool:
+    service = find_service(name, 0, len(name))
+    return service is not None and service_key_exact(service, value)
 
 
 def _is_line_reference(value: str) -> bool:

@@ -57,11 +57,30 @@ _KEY_RUN = re.compile(r"[A-Za-z0-9+/=]{16}")
 _JENKINS = re.compile(r"\{(AQAAABAAA[A-Za-z0-9+/=]{0,4096}+(?: [A-Za-z0-9+/=._-]{8,4096}+)?)\}")
 
 
+# Beside such a secret, braces mark a secret value in another element of the same file too
+# (``<id>{aha 3af0…}</id>``: a service's name, then its key): the random token in them, unless a
+# word before it says it names an id or a user (``{anypoint id …}``, ``{BS_USERNAME …}``).
+_JENKINS_BRACED = re.compile(
+    r"<([A-Za-z]{1,32})>\{((?:[A-Za-z][A-Za-z0-9_]{0,31}[ \t]){0,2})"
+    r"([A-Za-z0-9+/=_-]{16,256})\}</\1>"
+)
+_NOT_A_KEY = ("id", "user", "name", "login", "email")
+
+
 def find_jenkins_secrets(source: Source) -> Iterator[Hit]:
     for match in _JENKINS.finditer(source.text):
         encrypted, _, pasted = match.group(1).partition(" ")
         if len(encrypted) >= 25 or (pasted and looks_random(pasted, 16)):  # (the marker alone,
             yield (*match.span(1), "jenkins_secret")  # or a word after it, is none)
+    for match in _JENKINS_BRACED.finditer(source.text):
+        words, value = match.group(2).lower().replace("_", " ").split(), match.group(3)
+        if (
+            not value.startswith("AQAAABAAA")
+            and not any(word.endswith(_NOT_A_KEY) for word in words)
+            and looks_random(value, 16)
+            and not is_not_a_secret(value)
+        ):
+            yield (*match.span(3), "jenkins_secret")
 
 
 def find_private_keys(source: Source) -> Iterator[Hit]:

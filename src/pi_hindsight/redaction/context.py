@@ -11,7 +11,8 @@
   hash and needs a tighter link: at most four words, all of them connectors ("the new one is").
 - After only the name of a service whose keys have no prefix (service_names.py: ``instamojo
   'ZrGO…'``), a token with that service's shape, a word of its own; one of another shape is
-  left to a secret word after the name.
+  left to a secret word after the name. A word before another quoted value labels that value
+  (``netsuite id - '…' consumer - '<key>'``): the gap to the key starts after it.
 - The 40-character AWS secret key after an access key id, and the 32-hex Twilio auth token after
   an account SID (``AC…``), within 120 characters; the session token (a base64 run of 100+)
   within 400 characters after a temporary key id (``ASIA…``).
@@ -82,6 +83,7 @@ _VENDORS = (
     ("amazon", "aws_secret_access_key"),
 )
 _HEX = frozenset("0123456789abcdef")
+_QUOTED = re.compile(r"([\"'])[^\"'\r\n]{1,64}\1")
 # The vendor words before the service names (names.py): their keys are looked for as before.
 _CLASSIC_VENDOR = re.compile("|".join(sorted(set(VENDOR_WORDS) - set(SERVICE_NAMES))))
 _KEY_EDGE = frozenset(" \t\r\n\"'`,;:=()[]{}<>|")
@@ -176,7 +178,13 @@ def _linked(source: Source, name: NameHit, token_start: int, token_end: int) -> 
     """Whether the token at [token_start, token_end) belongs to the nearest name before it."""
     name_start, name_end, strength, _ = name
     lowered = source.lowered
-    if not _gap_ok(lowered, name_start, name_end, source.text[token_start:token_end], token_start):
+    gap_start = name_end
+    if strength == "vendor":
+        # After a service's name, a word before another quoted value labels that value
+        # (``netsuite id - '…' consumer - '<key>'``): the gap starts after the last one.
+        for quoted in _QUOTED.finditer(lowered, name_end, token_start):
+            gap_start = quoted.end()
+    if not _gap_ok(lowered, name_start, gap_start, source.text[token_start:token_end], token_start):
         return False
     if (
         strength == "vendor"

@@ -12,21 +12,27 @@ that shape: :mod:`.tokens`, :mod:`.vendors`). A name counts at the start of a na
 
 Each entry is ``name`` or ``name:shape,shape``; a shape is an alphabet — ``d`` digits, ``l``
 lowercase letters, ``h`` lowercase hex, ``u`` uppercase letters, ``H`` uppercase hex, and the
-literal characters ``-_=/+.`` — then the length, a range (``20-40``) or a minimum (``16+``).
-Lengths under 16 are left out (the context rule looks at 16 characters or more), and so are
-digits alone (an id, not a key) and letters of one case alone (random or an acronym: no
-rule can tell); a service without another shape is not listed.
+literal characters ``-_=/+.^!?#:*;`` — then the length, a range (``20-40``) or a minimum (``16+``).
+Lengths under 16 are left out (the context rule looks at 16 characters or more), except a
+single length of 12 or more, which only a name holding a secret word as well takes
+(``cashboard_key: "F1A-NEI-HY4-PZK"``: :mod:`.assignments`); so are digits alone (an id, not a
+key) and letters of one case alone (random or an acronym: no rule can tell); a service without
+another shape is not listed.
+
+A name that holds both a service's name and a secret word (``cloudinary_apiSecret``) takes a
+value of one of that service's shapes of a single length (:func:`service_key_exact`) even where
+the value rules would read it as an identifier or find it too short.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["SERVICE_NAMES", "find_service", "service_key_fits"]
+__all__ = ["SERVICE_NAMES", "find_service", "service_key_exact", "service_key_fits"]
 
 _TABLE = """
     abuseipdb:dl80 abyssale:dlu40 accuweather:dlu32,dlu35 adobe:dl32 adzuna:dl32
-    aeroworkflow:dlu20 airbrake:dlu-32,dlu-40 airvisual:dl-36 aiven:dlu=/+372 alconost:dl32
+    aeroworkflow:dlu^!?#:*;20 airbrake:dlu-32,dlu-40 airvisual:dl-36 aiven:dlu=/+372 alconost:dl32
     alegra:dl-20 aletheia:du32 alienvault:dl64 allsports:dl64 amadeus:dlu16,dlu32 ambee:dh64
     amplitude:dh32 anypoint:dh32,dhH32 apacta:dl-36 api2cart:dh32 apideck:dlu40 apiflash:dl32
     apilayer:dlu32 apimatic:dlu-_64 apimetrics:dlu32 apitemplate:dlu39 appcues:dl-36,dl-39
@@ -38,7 +44,7 @@ _TABLE = """
     boostnote:dh64 borgbase:dlu-_/.148-152 braintree:dh32,dl16 brandfetch:dlu40
     browserstack:dlu20 browshot:dlu-28 bscscan:du34 buddyns:dl40 bugherd:dl22
     bulksms:dH-37,dlu29 buttercms:dl40 calendarific:dlu32 calorieninja:dlu40 campayn:dl64
-    capsulecrm:dlu-_=+.64 captaindata:dh64 carboninterface:dlu21 cashboard:dl16+ caspio:dl50
+    capsulecrm:dlu-_=+.64 captaindata:dh64 carboninterface:dlu21 cashboard:dl16+,du-15 caspio:dl50
     censys:dl-36,dlu32 centralstation:dl30 cexio:dlu24-27 chartmogul:dl32 chatfuel:dlu128
     checklyhq:dl32 clarifai:dlu32 clearbit:dl_35 clickhelp:dlu24 clientary:dlu-16-25,dlu24-26
     clinchpad:dl32 clockify:dlu48 cloudelements:dl32,dlu43 cloudimage:dl_30 cloudinary:dlu-_27
@@ -65,7 +71,7 @@ _TABLE = """
     hypertrack:dlu-_27,dlu-_54 iconfinder:dlu64 iexcloud:dl_35 imagekit:dlu_=36 imagga:dlu=72
     infura:dl32 insightly:dl-36 instamojo:dlu128,dlu40 intrinio:dlu44 invoiceocean:dlu20
     ip2location:du32 ipapi:dl32 ipgeolocation:dl32 ipifi:dlu_32 ipinfo:dl64 ipquality:dlu32
-    ipstack:dhH32 jira:dlu-24 jotform:dl32 jumpcloud:dlu40 jupiterone:dlu76 kanbantool:dlu16-22
+    ipstack:dhH32 jira:dlu-24 jotform:dl32 jumpcloud:dlu40 jupiterone:dlu76
     karmacrm:dlu20 klipfolio:dh40 knapsackpro:dl32 kucoin:dh24 kylas:dl-36 languagelayer:dl32
     larksuite:dlu32 leadfeeder:dlu-43 lemlist:dh32 lessannoyingcrm:dlu-57 lexigram:dlu301
     linenotify:dlu43 linkpreview:dlu32 liveagent:dlu32 loadmill:dlu40 lokalise:dl40
@@ -109,13 +115,15 @@ _TABLE = """
     upcdatabase:du32 uplead:dl-32 uploadcare:dl20 upwave:dl32 urlscan:dl-36 userflow:dl_29
     userstack:dl32 vatlayer:dl32 verimail:du32 veriphone:du32 versioneye:dlu-40 virustotal:dh64
     visualcrossing:du25 voodoosms:dlu46 vouchery:dl-36,dlu-16-20 vpnapi:dlu32 vultr:du36
-    walkscore:dl32 weatherbit:dl32 weatherstack:dl32 webex:dh64 webflow:dl64 webscraper:dlu60
+    walkscore:dl32 weatherbit:dl32 weatherstack:dl32 webex:dh64,dlu-_106 webflow:dl64
+    webscraper:dlu60
     webscraping:dlu32 websitepulse:dh32,dlu_.16-22 wepay:dlu_62 whoxy:dl33 wistia:dl64
     worksnaps:dlu40 workstack:dlu60 worldcoinindex:dlu35 worldweather:dl31 yandex:dlu.83
     youneedabudget:dh64 yousign:dl32 zendesk:dlu-_40 zenrows:dh40 zenserp:dl-36
     zeplin:dlu-.350-400 zerobounce:dl32 zerotier:dlu32 zipapi:dlu32,dlu=16+ zipbooks:dlu=16+
     zipcodeapi:dlu64 zonka:dlu36
-    agora:dl32 cloze:dh32 hubspot:dlu-36 keenio:du64,dl24 loggly:dl-36 onesignal:dh-36
+    agora:dl32 cloze:dh32 gocanvas:dlu/+=44 hubspot:dlu-36 keenio:du64,dl24 loggly:dl-36
+    onesignal:dh-36
 """
 _ALPHABETS = {
     "d": "0123456789",
@@ -124,7 +132,7 @@ _ALPHABETS = {
     "u": "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
     "H": "0123456789ABCDEF",
 }
-_SHAPE = re.compile(r"([dlhuH=/+._-]+?)(\d+)(?:(\+)|-(\d+))?")
+_SHAPE = re.compile(r"([dlhuH=/+._^!?#:*;-]+?)(\d+)(?:(\+)|-(\d+))?")
 # A shape: the characters its keys are made of, and the shortest and longest length.
 Shape = tuple[frozenset[str], int, int]
 
@@ -165,5 +173,14 @@ def service_key_fits(name: str, value: str) -> bool:
     """Whether ``value`` has the shape of a key of the service ``name`` (one of SERVICE_NAMES)."""
     return any(
         low <= len(value) <= high and alphabet.issuperset(value)
+        for alphabet, low, high in _SHAPES[name]
+    )
+
+
+def service_key_exact(name: str, value: str) -> bool:
+    """Whether ``value`` has the exact shape of a key of the service ``name``: one of its shapes
+    of a single length (a range, ``16+`` or ``20-40``, says too little to judge a value by)."""
+    return any(
+        low == high == len(value) and alphabet.issuperset(value)
         for alphabet, low, high in _SHAPES[name]
     )

@@ -509,6 +509,16 @@ PATTERNS: tuple[TokenPattern, ...] = (
         lowered=True,
         keep=_query_token,
     ),
+    # ?tokenkey=… (DronaHQ and others); its value holds no "?" (text made of "?tokenkey="
+    # repeated is no run of values)
+    TokenPattern(
+        "url_query_secret",
+        re.compile(r"[?&]token[_-]?key=([^&\s#\"'<>?]{6,2048}+)"),
+        (("key=", True),),
+        group=1,
+        lowered=True,
+        keep=_query_token,
+    ),
     # Authorization headers and bare bearer tokens (matched in the lowered text)
     TokenPattern(
         "authorization",

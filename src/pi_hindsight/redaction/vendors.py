@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 
 from pi_hindsight.redaction.tokens import TokenPattern, token
-from pi_hindsight.redaction.values import looks_random
+from pi_hindsight.redaction.values import is_name_like, looks_random
 
 __all__ = ["PATTERNS"]
 
@@ -103,6 +103,15 @@ PATTERNS: tuple[TokenPattern, ...] = (
         boundary=_DASHED,
         end=False,
     ),
+    # Microsoft Entra ID (Azure AD) refresh tokens: "0.A" or "1.A", 50+ URL-safe base64
+    # characters, an optional ".<digit>", ".Ag" and 250+ more, optionally ".A" and 200+ more.
+    *token(
+        "azure_entra_refresh_token",
+        "0.A 1.A",
+        r"[A-Za-z0-9_-]{50,}+(?:\.[0-9])?\.Ag[A-Za-z0-9_-]{250,}+(?:\.A[A-Za-z0-9_-]{200,}+)?",
+        boundary="A-Za-z0-9_.-",
+        shaped=True,
+    ),
     # A 256-bit hex private key (secp256k1: Ethereum and friends) written with 0x.
     *token("hex_private_key", "0x", r"[0-9a-fA-F]{64}", keep=_random_body(2)),
     # EasyPost production / test keys.
@@ -149,6 +158,20 @@ PATTERNS: tuple[TokenPattern, ...] = (
         boundary=_DASHED,
         end=False,
     ),
+    # Mapbox secret tokens in their other form: "sk." and 80 to 240 letters, digits, "." and
+    # "-" (a Java package under "sk." reads as words: the body must look random).
+    *token(
+        "mapbox_token",
+        "sk.",
+        r"[A-Za-z0-9.-]{80,240}+",
+        boundary="A-Za-z0-9_.-",
+        keep=lambda secret: (
+            not is_name_like(secret[3:])
+            and looks_random(secret[3:].replace(".", "").replace("-", ""), 16)
+        ),
+    ),
+    # BestTime private keys: pri_ and 32 hex.
+    *token("besttime_key", "pri_", r"[0-9a-f]{32}", keep=_random_body(4)),
     *token("typeform_token", "tfp_", r"[A-Za-z0-9_.=-]{59}", boundary=_DASHED, shaped=True),
     *token("scalingo_token", "tk-us-", r"[A-Za-z0-9_-]{48}", boundary=_DASHED, shaped=True),
     *token(
