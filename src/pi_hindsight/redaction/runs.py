@@ -2,20 +2,39 @@
 the text they are searched in: split from :mod:`.finder`, which asks for them.
 
 A run is the stretch of name characters (letters, digits, ``_``, ``.``, ``-``) holding an
-occurrence of a secret word; it is worked out once per text and shared by the detectors
-(``source.cache``). The searchable text is the lowered text with the spans the token and block
-detectors found blanked out, so a word inside a vendor token or a key block is no name.
+occurrence of a secret word; what it names is judged once per text and characters
+(:func:`verdict`) and shared by the detectors (``source.cache``). The searchable text is the
+lowered text with the spans the token and block detectors found blanked out, so a word inside a
+vendor token or a key block is no name.
+
+Where secret words are dense (adversarial text: ``"pwdid=" * 40_000``, a run every six
+characters), the runs are not walked one by one in Python: :func:`table` finds them all with one
+regex at C speed (the run texts only), judges each distinct text once, and only when one of them
+is a name finds the runs' positions: text made of runs that name nothing costs no Python per run.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
+from dataclasses import dataclass, field
 
 from pi_hindsight.redaction.names import VENDOR_WORDS, NameHit, name_strength, prose_key
 from pi_hindsight.redaction.service_names import SERVICE_NAMES, find_service
 from pi_hindsight.redaction.source import Source
 
-__all__ = ["RUN_LIMIT", "find_run", "run_name", "run_start", "searchable"]
+__all__ = [
+    "RUN_LIMIT",
+    "NameTable",
+    "dense",
+    "find_run",
+    "run_name",
+    "run_start",
+    "searchable",
+    "table",
+    "verdict",
+]
 
 _NAME_LOWER = "abcdefghijklmnopqrstuvwxyz0123456789_.-"  # name characters of the lowered text
 _NAME_RUN = re.compile(r"[a-z0-9_.-]++")
@@ -25,7 +44,6 @@ _MARKER_LOWERED = "[redacted:"
 # A marker of an earlier redaction (in the lowered text), cut short too: its kind is no name.
 _MARKERS = re.compile(r"\[redacted:[a-z0-9_]{0,64}\]?")
 RUN_LIMIT = 160  # longer runs of name characters are not key names
-_UNKNOWN = (-1, -1, "")
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
 
 
@@ -70,25 +88,46 @@ def run_name(source: Source, start: int, stop: int) -> NameHit | None:
     if start in names:
         return names[start]
     # The same run recurs throughout a text (adversarial text: tens of thousands of times): a
-    # name is judged by the run alone, so what the run says is memoised by its characters, as
-    # offsets from its bounds. Not a bare "key" (judged by the word before it), nor a run right
-    # after a letter blanked out of the searchable text (a service name starts a name part).
-    if start and source.lowered[start - 1] in _LETTERS:
-        name = names[start] = _run_name(source, start, stop)
-        return name
-    by_text: dict[str, tuple[int, int, str] | None] = source.cache.setdefault("run_texts", {})  # type: ignore[assignment]
-    run = source.text[start:stop]
+    # name is judged by the run alone (verdict), except a run right after a letter blanked out
+    # of the searchable text (a service name starts a name part).
+    known: _Verdict = _POSITIONAL
+    if not (start and source.lowered[start - 1] in _LETTERS):
+        known = verdict(source, source.text[start:stop])
+    name = names[start] = _located(source, start, stop, known)
+    return name
+
+
+# What a run's characters say (verdict): None (no name), or the name's bounds as offsets from
+# the run's and its strength; _POSITIONAL: it depends on the text before the run.
+_Verdict = tuple[int, int, str] | None
+_POSITIONAL = (0, 0, "")
+_UNKNOWN = (-1, -1, "")
+
+
+def verdict(source: Source, run: str) -> _Verdict:
+    """What the run of name characters ``run`` names wherever it stands (memoised per text):
+    not a bare "key", which is a name by the word before it ("the API key")."""
+    by_text: dict[str, _Verdict] = source.cache.setdefault("run_texts", {})  # type: ignore[assignment]
     known = by_text.get(run, _UNKNOWN)
     if known is _UNKNOWN:
-        name = names[start] = _run_name(source, start, stop)
-        if run.strip(".-").lower() != "key":
-            by_text[run] = None if name is None else (name[0] - start, stop - name[1], name[2])
-        return name
+        known = by_text[run] = _judge(run)
+    return known
+
+
+def _judge(run: str) -> _Verdict:
+    if run.strip(".-").lower() == "key" and run[0] not in ".-":
+        return _POSITIONAL
+    name = _run_name(Source(run), 0, len(run))
+    return None if name is None else (name[0], len(run) - name[1], name[2])
+
+
+def _located(source: Source, start: int, stop: int, known: _Verdict) -> NameHit | None:
+    """The name of the run at [start, stop), given its verdict."""
+    if known is _POSITIONAL:
+        return _run_name(source, start, stop)
     if known is None:
-        names[start] = None
         return None
-    name = names[start] = (start + known[0], stop - known[1], known[2], False)  # type: ignore[assignment]
-    return name
+    return (start + known[0], stop - known[1], known[2], False)  # type: ignore[return-value]
 
 
 def _run_name(source: Source, start: int, stop: int) -> NameHit | None:
@@ -129,19 +168,114 @@ def searchable(source: Source) -> str:
     detectors that read names add their findings (those must not hide names)."""
     cached = source.cache.get("searchable")
     if cached is None:
+        cached = source.cache["searchable"] = _blank(source.lowered, _blanked_spans(source))
+    return cached  # type: ignore[return-value]
+
+
+def _blanked_spans(source: Source) -> list[tuple[int, int]]:
+    """The spans searchable() blanks out, in order (fixed when first asked, as it is)."""
+    cached = source.cache.get("blanked")
+    if cached is None:
         lowered = source.lowered
         spans = sorted((start, end) for start, end, _ in source.found)
         if _MARKER_LOWERED in lowered:
             spans = sorted((*spans, *(match.span() for match in _MARKERS.finditer(lowered))))
-        if spans:
-            parts: list[str] = []
-            cursor = 0
-            for span_start, end in spans:
-                if end > cursor:
-                    start = max(span_start, cursor)
-                    parts += (lowered[cursor:start], "\0" * (end - start))
-                    cursor = end
-            parts.append(lowered[cursor:])
-            lowered = "".join(parts)
-        cached = source.cache["searchable"] = lowered
+        cached = source.cache["blanked"] = spans
     return cached  # type: ignore[return-value]
+
+
+def _blank(text: str, spans: list[tuple[int, int]]) -> str:
+    if not spans:
+        return text
+    parts: list[str] = []
+    cursor = 0
+    for span_start, end in spans:
+        if end > cursor:
+            start = max(span_start, cursor)
+            parts += (text[cursor:start], "\0" * (end - start))
+            cursor = end
+    parts.append(text[cursor:])
+    return "".join(parts)
+
+
+# A text holding a secret word at least every _DENSE characters has its runs found by table():
+# its regex costs ~30 ns a character, a run walked in Python a few µs.
+_DENSE = 64
+
+
+def dense(source: Source, words: list[str]) -> bool:
+    """Whether ``words`` occur often enough in the text for table() to cost less than walking
+    their runs one by one."""
+    lowered = searchable(source)
+    return sum(map(lowered.count, words)) * _DENSE >= len(lowered)
+
+
+@dataclass
+class NameTable:
+    """The names of the runs holding a secret word, in order, with the runs' bounds."""
+
+    names: list[NameHit] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)
+    bounds: list[tuple[int, int]] = field(default_factory=list)
+
+
+_NAME_CLASS = "[a-z0-9_.-]"
+
+
+@functools.cache
+def _run_pattern(inside: tuple[str, ...], cased: bool) -> re.Pattern[str]:
+    """A whole run of at most RUN_LIMIT name characters holding a match of one of ``inside``
+    (patterns for the lowered text; ``cased``: for the text in its own case)."""
+    words = "|".join(f"(?:{pattern})" for pattern in inside)
+    name = _NAME_CLASS
+    return re.compile(
+        rf"(?<!{name})(?={name}{{1,{RUN_LIMIT}}}+(?!{name})){name}*?(?:{words}){name}*+",
+        re.IGNORECASE | re.ASCII if cased else 0,
+    )
+
+
+_GROUP, _START, _END = re.Match.group, re.Match.start, re.Match.end
+
+
+def table(source: Source, inside: tuple[str, ...]) -> NameTable:
+    """The names of every run holding a match of one of ``inside`` (the words' patterns for
+    the lowered text, see finder.py); computed once per text and patterns."""
+    tables: dict[tuple[str, ...], NameTable] = source.cache.setdefault("tables", {})  # type: ignore[assignment]
+    known = tables.get(inside)
+    if known is not None:
+        return known
+    if not inside:
+        return NameTable()
+    # In its own case (a name's words are told by it: tokenX), blanked out as searchable() is;
+    # when the text has no capital letter, the searchable text is the same.
+    cased = source.text != source.lowered
+    target = _blank(source.text, _blanked_spans(source)) if cased else searchable(source)
+    pattern = _run_pattern(inside, cased)
+    runs = pattern.findall(target)
+    distinct = set(runs)
+    verdicts = {run: verdict(source, run) for run in distinct}
+    found = tables[inside] = NameTable()
+    if not any(verdicts.values()):
+        return found  # the usual adversarial case: the runs name nothing
+    matches = list(pattern.finditer(target))
+    starts, ends = list(map(_START, matches)), list(map(_END, matches))
+    judged = list(map(verdicts.__getitem__, map(_GROUP, matches)))
+    after_letter = _after_blanked_letters(source)
+    for index in itertools.compress(range(len(judged)), judged):
+        start, stop = starts[index], ends[index]
+        name = _located(
+            source, start, stop, _POSITIONAL if start in after_letter else judged[index]
+        )
+        if name is not None:
+            found.names.append(name)
+            found.bounds.append((start, stop))
+    found.starts = [name[0] for name in found.names]
+    found.ends = [name[1] for name in found.names]
+    return found
+
+
+def _after_blanked_letters(source: Source) -> set[int]:
+    """Where a run can start right after a letter blanked out (run_name judges it in place)."""
+    lowered = source.lowered
+    return {end for _, end in _blanked_spans(source) if end and lowered[end - 1] in _LETTERS}
