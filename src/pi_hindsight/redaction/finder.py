@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import operator
 import re
 from typing import Literal
 
@@ -82,8 +83,8 @@ class Names:
     ) -> None:
         """``lazy``: search for the names even where each secret word occurs at most _FEW times
         (which lists them all at once, see _listed); ``tabled``: find the longer names with
-        runs.table (True) or run by run (False) whatever the words' density (for tests: every
-        way finds the same)."""
+        runs.table (True) or run by run (False) from the start, not run by run until _SWITCH
+        runs in a row are passed over (for tests: every way finds the same)."""
         assigned: set[int] = source.cache.get("assigned", set())  # type: ignore[assignment]
         present, pw, values = _present(source)
         self._listed: list[NameHit] | None = None
@@ -116,10 +117,10 @@ class Names:
                 self._simple.append(
                     _Search(source, patterns.unassigned, word, strength, strength is None, skip)
                 )
-        if tabled if tabled is not None else runs.dense(source, [word for _, word in inside]):
-            self._runs: _Runs | _Tabled = _Tabled(source, inside, view, assigned)
+        if tabled:
+            self._runs: _Runs | _Tabled = _Tabled(source, inside, view, assigned, 0)
         else:
-            self._runs = _Runs(source, inside, view, assigned)
+            self._runs = _Runs(source, inside, view, assigned, switch=tabled is None)
 
     def first(self, position: int, *, by_end: bool = False) -> NameHit | None:
         """The first name starting at or after ``position`` (``by_end``: ending at or after it)."""
@@ -240,6 +241,15 @@ def _combined(patterns: tuple[tuple[re.Pattern[str], str], ...]) -> re.Pattern[s
     return re.compile("|".join(f"(?:{pattern.pattern})" for pattern, _ in patterns))
 
 
+# Where _Runs has looked at _SWITCH runs within _SWITCH * _SPAN characters (adversarial text:
+# ``"pwdid=" * 40_000``, a run every six characters), it takes the rest of the names from
+# runs.table: one regex over the rest of the text costs ~30 ns a character, a run walked a few
+# µs of Python. Where the detectors skip most runs (the names inside a long value), the walk
+# goes on and the rest of the text is never scanned.
+_SWITCH = 32
+_SPAN = 64
+
+
 class _Runs:
     """The names longer than their secret word, run by run from increasing positions."""
 
@@ -249,8 +259,16 @@ class _Runs:
         patterns: list[tuple[re.Pattern[str], str]],
         view: View,
         assigned: set[int],
+        *,
+        switch: bool,
     ) -> None:
+        """``switch``: whether to go on with runs.table where runs are dense (see _SWITCH)."""
         self._source, self._view, self._assigned = source, view, assigned
+        self._patterns = patterns
+        # Runs looked at since the checkpoint (a position); whether to switch to runs.table.
+        self._walked, self._checkpoint = (0 if switch else -(1 << 62)), 0
+        self._dense = False
+        self._tabled: _Tabled | None = None
         source.cache.setdefault("runs", {})
         source.cache.setdefault("run_names", {})
         source.cache.setdefault("runs_at", {})
@@ -269,6 +287,14 @@ class _Runs:
         name = self._name
         if name is not None and (name[1] if by_end else name[0]) >= position:
             return name  # (positions asked for do not decrease)
+        if self._dense and self._tabled is None and self._searched != _NONE:
+            # (every run before self._searched has been looked at)
+            view, assigned = self._view, self._assigned
+            self._tabled = _Tabled(self._source, self._patterns, view, assigned, self._searched)
+        if self._tabled is not None:
+            name = self._tabled.first(position, by_end)
+            self.active = self._tabled.active
+            return name
         if self._searched == _NONE:
             return None
         source = self._source
@@ -282,16 +308,26 @@ class _Runs:
             start = self._searched
             if run_start < 0:
                 continue  # too long to be a key name
-            if self._view == "assignable" and not may_assign(source, run_start, run_stop):
-                continue
-            name = runs.run_name(source, run_start, run_stop)
-            if (
-                name is not None
-                and _takes(source, self._view, self._assigned, name)
-                and (name[1] if by_end else name[0]) >= position
-            ):
-                self._name = name
-                return name
+            if self._view != "assignable" or may_assign(source, run_start, run_stop):
+                name = runs.run_name(source, run_start, run_stop)
+                if (
+                    name is not None
+                    and _takes(source, self._view, self._assigned, name)
+                    and (name[1] if by_end else name[0]) >= position
+                ):
+                    self._name = name
+                    self._count()
+                    return name
+            if self._count():
+                return self.first(position, by_end)
+
+    def _count(self) -> bool:
+        """Counts a run looked at; whether the runs are dense enough to switch to runs.table."""
+        self._walked += 1
+        if self._walked >= _SWITCH:
+            self._dense = self._searched - self._checkpoint < _SWITCH * _SPAN
+            self._walked, self._checkpoint = 0, self._searched
+        return self._dense
 
     def _from(self, position: int) -> int:
         """Where to look for a run ending at or after ``position``: the run holding the
@@ -328,42 +364,55 @@ class _Tabled:
         patterns: list[tuple[re.Pattern[str], str]],
         view: View,
         assigned: set[int],
+        start: int,
     ) -> None:
+        """The names of the runs after ``start`` (where no run is: 0, or after a run's end)."""
         self._source, self._view, self._assigned = source, view, assigned
-        self._table = runs.table(source, tuple(pattern.pattern for pattern, _ in patterns))
+        table = runs.table(source, tuple(pattern.pattern for pattern, _ in patterns), start)
+        # The names of this view's strengths, picked at C speed (every run can be a name); the
+        # rest of _takes is asked name by name.
+        if view == "assignable":
+            strengths = map(_ASSIGNABLE.__contains__, table.strengths)
+            keep = map(operator.and_, strengths, map(operator.not_, table.prose))
+            table = table.select(keep, table.origin)
+        elif view == "openers":
+            table = table.select(map(_OPENERS.__contains__, table.strengths), table.origin)
+        self._table = table
         self._at = 0  # the names before this have been passed over
-        self.active = bool(self._table.names)
+        self.active = bool(table.starts)
 
     def first(self, position: int, by_end: bool) -> NameHit | None:
         table = self._table
-        names = table.names
+        size = len(table.starts)
         at = bisect.bisect_left(table.ends if by_end else table.starts, position, self._at)
-        while at < len(names) and not self._takes(at):
+        while at < size and not self._takes(at):
             at += 1
         self._at = at
-        if at == len(names):
+        if at == size:
             self.active = False
             return None
-        return names[at]
+        return table.name(at)
 
     def _takes(self, at: int) -> bool:
-        name = self._table.names[at]
-        if self._view == "assignable" and not may_assign(self._source, *self._table.bounds[at]):
-            return False
-        return _takes(self._source, self._view, self._assigned, name)
+        table = self._table
+        if self._view == "assignable":
+            return may_assign(self._source, table.run_starts[at], table.run_stops[at])
+        return self._view != "openers" or _unassigned(self._source, self._assigned, table.name(at))
+
+
+_OPENERS = frozenset(("password", "strong", "vendor"))  # (the strengths they may have)
 
 
 def _takes(source: Source, view: View, assigned: set[int], name: NameHit) -> bool:
     """Whether a longer name is one of ``view``'s (the assignable view also asks may_assign)."""
     if view == "assignable":
         return name[2] in _ASSIGNABLE and not name[3]
-    if view == "openers":
-        return (
-            name[2] != "weak"
-            and name[0] not in assigned
-            and EMPTY_AT.match(source.lowered, name[1]) is None
-        )
-    return True
+    return view == "all" or (name[2] in _OPENERS and _unassigned(source, assigned, name))
+
+
+def _unassigned(source: Source, assigned: set[int], name: NameHit) -> bool:
+    """Not assigned a value (assignments.py judged it), nor ``""`` (context.py's openers)."""
+    return name[0] not in assigned and EMPTY_AT.match(source.lowered, name[1]) is None
 
 
 # Secret words that begin longer ones ("pass" is found in every "password"), and the rest of

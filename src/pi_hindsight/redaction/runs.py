@@ -15,10 +15,14 @@ is a name finds the runs' positions: text made of runs that name nothing costs n
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
+import operator
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pi_hindsight.redaction.names import VENDOR_WORDS, NameHit, name_strength, prose_key
 from pi_hindsight.redaction.service_names import SERVICE_NAMES, find_service
@@ -27,7 +31,6 @@ from pi_hindsight.redaction.source import Source
 __all__ = [
     "RUN_LIMIT",
     "NameTable",
-    "dense",
     "find_run",
     "run_name",
     "run_start",
@@ -198,26 +201,43 @@ def _blank(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(parts)
 
 
-# A text holding a secret word at least every _DENSE characters has its runs found by table():
-# its regex costs ~30 ns a character, a run walked in Python a few µs.
-_DENSE = 64
-
-
-def dense(source: Source, words: list[str]) -> bool:
-    """Whether ``words`` occur often enough in the text for table() to cost less than walking
-    their runs one by one."""
-    lowered = searchable(source)
-    return sum(map(lowered.count, words)) * _DENSE >= len(lowered)
+_T = TypeVar("_T")
 
 
 @dataclass
 class NameTable:
-    """The names of the runs holding a secret word, in order, with the runs' bounds."""
+    """The names of the runs holding a secret word, in order: each name's bounds, strength and
+    whether it is a name by the word before it (see NameHit), and its run's bounds. Columns,
+    not tuples: tens of thousands of objects would cost more in garbage collection than in
+    making them."""
 
-    names: list[NameHit] = field(default_factory=list)
     starts: list[int] = field(default_factory=list)
     ends: list[int] = field(default_factory=list)
-    bounds: list[tuple[int, int]] = field(default_factory=list)
+    strengths: list[str] = field(default_factory=list)
+    prose: list[bool] = field(default_factory=list)
+    run_starts: list[int] = field(default_factory=list)
+    run_stops: list[int] = field(default_factory=list)
+    origin: int = 0  # the names of the runs after this
+
+    def name(self, at: int) -> NameHit:
+        return (self.starts[at], self.ends[at], self.strengths[at], self.prose[at])  # type: ignore[return-value]
+
+    def select(self, keep: Iterable[object], origin: int) -> NameTable:
+        """The names where ``keep`` is true."""
+        kept = list(keep)
+
+        def pick(column: list[_T]) -> list[_T]:
+            return list(itertools.compress(column, kept))
+
+        return NameTable(
+            pick(self.starts),
+            pick(self.ends),
+            pick(self.strengths),
+            pick(self.prose),
+            pick(self.run_starts),
+            pick(self.run_stops),
+            origin,
+        )
 
 
 _NAME_CLASS = "[a-z0-9_.-]"
@@ -226,24 +246,26 @@ _NAME_CLASS = "[a-z0-9_.-]"
 @functools.cache
 def _run_pattern(inside: tuple[str, ...], cased: bool) -> re.Pattern[str]:
     """A whole run of at most RUN_LIMIT name characters holding a match of one of ``inside``
-    (patterns for the lowered text; ``cased``: for the text in its own case)."""
+    (patterns for the lowered text; ``cased``: for the text in its own case), as group 1."""
     words = "|".join(f"(?:{pattern})" for pattern in inside)
     name = _NAME_CLASS
     return re.compile(
-        rf"(?<!{name})(?={name}{{1,{RUN_LIMIT}}}+(?!{name})){name}*?(?:{words}){name}*+",
+        rf"(?<!{name})(?={name}{{1,{RUN_LIMIT}}}+(?!{name}))({name}*?(?:{words}){name}*+)",
         re.IGNORECASE | re.ASCII if cased else 0,
     )
 
 
-_GROUP, _START, _END = re.Match.group, re.Match.start, re.Match.end
+_FIRST, _SECOND, _THIRD = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
 
 
-def table(source: Source, inside: tuple[str, ...]) -> NameTable:
-    """The names of every run holding a match of one of ``inside`` (the words' patterns for
-    the lowered text, see finder.py); computed once per text and patterns."""
+def table(source: Source, inside: tuple[str, ...], start: int = 0) -> NameTable:
+    """The names of every run after ``start`` (0, or a position where no run is: a run's end)
+    holding a match of one of ``inside`` (the words' patterns for the lowered text, see
+    finder.py); shared by the detectors (one table per text and patterns: the one starting
+    earliest asked for)."""
     tables: dict[tuple[str, ...], NameTable] = source.cache.setdefault("tables", {})  # type: ignore[assignment]
     known = tables.get(inside)
-    if known is not None:
+    if known is not None and known.origin <= start:
         return known
     if not inside:
         return NameTable()
@@ -251,27 +273,42 @@ def table(source: Source, inside: tuple[str, ...]) -> NameTable:
     # when the text has no capital letter, the searchable text is the same.
     cased = source.text != source.lowered
     target = _blank(source.text, _blanked_spans(source)) if cased else searchable(source)
-    pattern = _run_pattern(inside, cased)
-    runs = pattern.findall(target)
-    distinct = set(runs)
-    verdicts = {run: verdict(source, run) for run in distinct}
-    found = tables[inside] = NameTable()
+    # The text between the runs and the runs, alternately: strings only (no match objects).
+    # (The character at ``start`` is no name character: the lookbehinds read it in the slice.)
+    parts = _run_pattern(inside, cased).split(target[start:])
+    runs = parts[1::2]
+    verdicts = {run: verdict(source, run) for run in set(runs)}
+    found = tables[inside] = NameTable(origin=start)
     if not any(verdicts.values()):
         return found  # the usual adversarial case: the runs name nothing
-    matches = list(pattern.finditer(target))
-    starts, ends = list(map(_START, matches)), list(map(_END, matches))
-    judged = list(map(verdicts.__getitem__, map(_GROUP, matches)))
-    after_letter = _after_blanked_letters(source)
-    for index in itertools.compress(range(len(judged)), judged):
-        start, stop = starts[index], ends[index]
-        name = _located(
-            source, start, stop, _POSITIONAL if start in after_letter else judged[index]
-        )
+    # The runs that are names, with C-level loops: every run can be one ("_auth" repeated).
+    offsets = list(itertools.accumulate(map(len, parts), initial=start))[1:]
+    judged = list(map(verdicts.__getitem__, runs))
+    kept: list[tuple[int, int, str]] = list(filter(None, judged))
+    found.run_starts = list(itertools.compress(offsets[0::2], judged))
+    found.run_stops = list(itertools.compress(offsets[1::2], judged))
+    found.starts = list(map(operator.add, found.run_starts, map(_FIRST, kept)))
+    found.ends = list(map(operator.sub, found.run_stops, map(_SECOND, kept)))
+    found.strengths = list(map(_THIRD, kept))
+    found.prose = [False] * len(kept)
+    # Judged in place: a bare "key" (by the word before it), a run right after a blanked letter.
+    starts = found.run_starts
+    redo = {
+        index
+        for start in _after_blanked_letters(source)
+        if (index := bisect.bisect_left(starts, start)) < len(starts) and starts[index] == start
+    }
+    if _POSITIONAL in verdicts.values():
+        redo.update(index for index, known in enumerate(kept) if known is _POSITIONAL)
+    names = {index: _run_name(source, starts[index], found.run_stops[index]) for index in redo}
+    for index, name in names.items():
         if name is not None:
-            found.names.append(name)
-            found.bounds.append((start, stop))
-    found.starts = [name[0] for name in found.names]
-    found.ends = [name[1] for name in found.names]
+            found.starts[index], found.ends[index], found.strengths[index], found.prose[index] = (
+                name
+            )
+    if None in names.values():
+        kept_names = (names.get(index, True) for index in range(len(kept)))
+        found = tables[inside] = found.select(kept_names, start)
     return found
 
 
