@@ -33,7 +33,7 @@ from pi_hindsight.redaction.names import (
     word_strength,
 )
 from pi_hindsight.redaction.service_names import SERVICE_NAMES
-from pi_hindsight.redaction.sites import OPERATOR, may_assign
+from pi_hindsight.redaction.sites import OPERATOR, may_assign, may_assign_all
 from pi_hindsight.redaction.source import NAME_CHARS, Source
 from pi_hindsight.redaction.words import AUTH_WITH_PW, EMPTY_AT, Word, word_patterns
 
@@ -143,6 +143,8 @@ class Names:
                 return None
             return (start, start + search.length, search.strength, search.prose)  # type: ignore[return-value]
         best = runs.first(position, by_end) if runs.active else None
+        if isinstance(runs, _Runs) and runs.handed_over is not None:
+            self._runs = runs.handed_over  # (the table answers from now on)
         best_start = _NONE if best is None else best[0]
         best_search = None
         for search in self._simple:
@@ -268,6 +270,7 @@ class _Runs:
         # Runs looked at since the checkpoint (a position); whether to switch to runs.table.
         self._walked, self._checkpoint = (0 if switch else -(1 << 62)), 0
         self._dense = False
+        self.handed_over: _Tabled | None = None  # the table, once it has answered
         self._tabled: _Tabled | None = None
         source.cache.setdefault("runs", {})
         source.cache.setdefault("run_names", {})
@@ -293,7 +296,7 @@ class _Runs:
             self._tabled = _Tabled(self._source, self._patterns, view, assigned, self._searched)
         if self._tabled is not None:
             name = self._tabled.first(position, by_end)
-            self.active = self._tabled.active
+            self.active, self.handed_over = self._tabled.active, self._tabled
             return name
         if self._searched == _NONE:
             return None
@@ -367,52 +370,60 @@ class _Tabled:
         start: int,
     ) -> None:
         """The names of the runs after ``start`` (where no run is: 0, or after a run's end)."""
-        self._source, self._view, self._assigned = source, view, assigned
+        self._source, self._assigned = source, assigned
         table = runs.table(source, tuple(pattern.pattern for pattern, _ in patterns), start)
-        # The names of this view's strengths, picked at C speed (every run can be a name); the
-        # rest of _takes is asked name by name.
+        # What _takes asks, for every name at once with C-level loops (every run can be a name),
+        # but where a name is assigned a value (known when context.py asks) and "value" after
+        # "name:" (may_assign): asked name by name.
+        self._sites = False  # whether to ask may_assign name by name
         if view == "assignable":
             strengths = map(_ASSIGNABLE.__contains__, table.strengths)
-            keep = map(operator.and_, strengths, map(operator.not_, table.prose))
-            table = table.select(keep, table.origin)
+            keep = list(map(operator.and_, strengths, map(operator.not_, table.prose)))
+            sites = may_assign_all(source, table.run_starts, table.run_stops)
+            self._sites = sites is None
+            table = table.select(keep if sites is None else map(operator.and_, keep, sites))
         elif view == "openers":
-            table = table.select(map(_OPENERS.__contains__, table.strengths), table.origin)
-        self._table = table
+            strengths = map(_OPENERS.__contains__, table.strengths)
+            empty = map(EMPTY_AT.match, itertools.repeat(source.lowered), table.ends)
+            table = table.select(map(operator.and_, strengths, map(operator.not_, empty)))
+        self._table, self._openers = table, view == "openers"
         self._at = 0  # the names before this have been passed over
         self.active = bool(table.starts)
 
     def first(self, position: int, by_end: bool) -> NameHit | None:
         table = self._table
-        size = len(table.starts)
-        at = bisect.bisect_left(table.ends if by_end else table.starts, position, self._at)
-        while at < size and not self._takes(at):
-            at += 1
+        starts, size = table.starts, len(table.starts)
+        at = bisect.bisect_left(table.ends if by_end else starts, position, self._at)
+        if self._openers:
+            assigned = self._assigned
+            while at < size and starts[at] in assigned:
+                at += 1
+        elif self._sites:
+            source, run_starts, run_stops = self._source, table.run_starts, table.run_stops
+            while at < size and not may_assign(source, run_starts[at], run_stops[at]):
+                at += 1
         self._at = at
         if at == size:
             self.active = False
             return None
         return table.name(at)
 
-    def _takes(self, at: int) -> bool:
-        table = self._table
-        if self._view == "assignable":
-            return may_assign(self._source, table.run_starts[at], table.run_stops[at])
-        return self._view != "openers" or _unassigned(self._source, self._assigned, table.name(at))
-
 
 _OPENERS = frozenset(("password", "strong", "vendor"))  # (the strengths they may have)
 
 
 def _takes(source: Source, view: View, assigned: set[int], name: NameHit) -> bool:
-    """Whether a longer name is one of ``view``'s (the assignable view also asks may_assign)."""
+    """Whether a longer name is one of ``view``'s (the assignable view also asks may_assign;
+    _Tabled asks the same of every name at once)."""
     if view == "assignable":
         return name[2] in _ASSIGNABLE and not name[3]
-    return view == "all" or (name[2] in _OPENERS and _unassigned(source, assigned, name))
-
-
-def _unassigned(source: Source, assigned: set[int], name: NameHit) -> bool:
-    """Not assigned a value (assignments.py judged it), nor ``""`` (context.py's openers)."""
-    return name[0] not in assigned and EMPTY_AT.match(source.lowered, name[1]) is None
+    if view == "openers":  # not assigned a value (assignments.py judged it), nor ""
+        return (
+            name[2] in _OPENERS
+            and name[0] not in assigned
+            and EMPTY_AT.match(source.lowered, name[1]) is None
+        )
+    return True
 
 
 # Secret words that begin longer ones ("pass" is found in every "password"), and the rest of

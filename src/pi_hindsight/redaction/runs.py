@@ -222,7 +222,7 @@ class NameTable:
     def name(self, at: int) -> NameHit:
         return (self.starts[at], self.ends[at], self.strengths[at], self.prose[at])  # type: ignore[return-value]
 
-    def select(self, keep: Iterable[object], origin: int) -> NameTable:
+    def select(self, keep: Iterable[object], origin: int | None = None) -> NameTable:
         """The names where ``keep`` is true."""
         kept = list(keep)
 
@@ -236,7 +236,7 @@ class NameTable:
             pick(self.prose),
             pick(self.run_starts),
             pick(self.run_stops),
-            origin,
+            self.origin if origin is None else origin,
         )
 
 
