@@ -371,21 +371,20 @@ class _Tabled:
     ) -> None:
         """The names of the runs after ``start`` (where no run is: 0, or after a run's end)."""
         self._source, self._assigned = source, assigned
-        table = runs.table(source, tuple(pattern.pattern for pattern, _ in patterns), start)
+        inside = tuple(pattern.pattern for pattern, _ in patterns)
+        table = runs.table(source, inside, start, *_TABLED_STRENGTHS.get(view, ()))
         # What _takes asks, for every name at once with C-level loops (every run can be a name),
         # but where a name is assigned a value (known when context.py asks) and "value" after
         # "name:" (may_assign): asked name by name.
         self._sites = False  # whether to ask may_assign name by name
         if view == "assignable":
-            strengths = map(_ASSIGNABLE.__contains__, table.strengths)
-            keep = list(map(operator.and_, strengths, map(operator.not_, table.prose)))
+            keep = list(map(operator.not_, table.prose))
             sites = may_assign_all(source, table.run_starts, table.run_stops)
             self._sites = sites is None
             table = table.select(keep if sites is None else map(operator.and_, keep, sites))
         elif view == "openers":
-            strengths = map(_OPENERS.__contains__, table.strengths)
             empty = map(EMPTY_AT.match, itertools.repeat(source.lowered), table.ends)
-            table = table.select(map(operator.and_, strengths, map(operator.not_, empty)))
+            table = table.select(map(operator.not_, empty))
         self._table, self._openers = table, view == "openers"
         self._at = 0  # the names before this have been passed over
         self.active = bool(table.starts)
@@ -410,6 +409,7 @@ class _Tabled:
 
 
 _OPENERS = frozenset(("password", "strong", "vendor"))  # (the strengths they may have)
+_TABLED_STRENGTHS = {"assignable": (_ASSIGNABLE,), "openers": (_OPENERS,)}
 
 
 def _takes(source: Source, view: View, assigned: set[int], name: NameHit) -> bool:

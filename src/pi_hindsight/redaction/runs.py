@@ -258,32 +258,64 @@ def _run_pattern(inside: tuple[str, ...], cased: bool) -> re.Pattern[str]:
 _FIRST, _SECOND, _THIRD = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
 
 
-def table(source: Source, inside: tuple[str, ...], start: int = 0) -> NameTable:
-    """The names of every run after ``start`` (0, or a position where no run is: a run's end)
-    holding a match of one of ``inside`` (the words' patterns for the lowered text, see
-    finder.py); shared by the detectors (one table per text and patterns: the one starting
-    earliest asked for)."""
-    tables: dict[tuple[str, ...], NameTable] = source.cache.setdefault("tables", {})  # type: ignore[assignment]
-    known = tables.get(inside)
-    if known is not None and known.origin <= start:
-        return known
+_STRENGTHS = frozenset(("password", "strong", "weak", "vendor"))
+
+
+def table(
+    source: Source, inside: tuple[str, ...], start: int = 0, strengths: frozenset[str] = _STRENGTHS
+) -> NameTable:
+    """The names of ``strengths`` of every run after ``start`` (0, or a position where no run
+    is: a run's end) holding a match of one of ``inside`` (the words' patterns for the lowered
+    text, see finder.py); shared by the detectors (the runs are found once per text and
+    patterns, from the earliest start asked for)."""
     if not inside:
         return NameTable()
+    split = _split(source, inside, start)
+    found = split.tables.get(strengths)
+    if found is None:
+        found = split.tables[strengths] = _names(source, split, strengths)
+    return found
+
+
+@dataclass
+class _Split:
+    """The runs after ``origin`` and the text between them, alternately (``parts``): strings
+    only, no match objects; what each distinct run names; the tables made from them."""
+
+    origin: int
+    parts: list[str]
+    verdicts: dict[str, _Verdict]
+    tables: dict[frozenset[str], NameTable] = field(default_factory=dict)
+
+
+def _split(source: Source, inside: tuple[str, ...], start: int) -> _Split:
+    splits: dict[tuple[str, ...], _Split] = source.cache.setdefault("splits", {})  # type: ignore[assignment]
+    known = splits.get(inside)
+    if known is not None and known.origin <= start:
+        return known
     # In its own case (a name's words are told by it: tokenX), blanked out as searchable() is;
     # when the text has no capital letter, the searchable text is the same.
     cased = source.text != source.lowered
     target = _blank(source.text, _blanked_spans(source)) if cased else searchable(source)
-    # The text between the runs and the runs, alternately: strings only (no match objects).
     # (The character at ``start`` is no name character: the lookbehinds read it in the slice.)
     parts = _run_pattern(inside, cased).split(target[start:])
-    runs = parts[1::2]
-    verdicts = {run: verdict(source, run) for run in set(runs)}
-    found = tables[inside] = NameTable(origin=start)
-    if not any(verdicts.values()):
-        return found  # the usual adversarial case: the runs name nothing
+    verdicts = {run: verdict(source, run) for run in set(parts[1::2])}
+    known = splits[inside] = _Split(start, parts, verdicts)
+    return known
+
+
+def _names(source: Source, split: _Split, strengths: frozenset[str]) -> NameTable:
+    found = NameTable(origin=split.origin)
+    chosen = {
+        run: known
+        for run, known in split.verdicts.items()
+        if known is not None and (known is _POSITIONAL or known[2] in strengths)
+    }
+    if not chosen:
+        return found  # the usual adversarial case: the runs name nothing (of these strengths)
     # The runs that are names, with C-level loops: every run can be one ("_auth" repeated).
-    offsets = list(itertools.accumulate(map(len, parts), initial=start))[1:]
-    judged = list(map(verdicts.__getitem__, runs))
+    offsets = list(itertools.accumulate(map(len, split.parts), initial=split.origin))[1:]
+    judged = list(map(chosen.get, split.parts[1::2]))
     kept: list[tuple[int, int, str]] = list(filter(None, judged))
     found.run_starts = list(itertools.compress(offsets[0::2], judged))
     found.run_stops = list(itertools.compress(offsets[1::2], judged))
@@ -298,17 +330,13 @@ def table(source: Source, inside: tuple[str, ...], start: int = 0) -> NameTable:
         for start in _after_blanked_letters(source)
         if (index := bisect.bisect_left(starts, start)) < len(starts) and starts[index] == start
     }
-    if _POSITIONAL in verdicts.values():
+    if _POSITIONAL in chosen.values():
         redo.update(index for index, known in enumerate(kept) if known is _POSITIONAL)
-    names = {index: _run_name(source, starts[index], found.run_stops[index]) for index in redo}
-    for index, name in names.items():
-        if name is not None:
-            found.starts[index], found.ends[index], found.strengths[index], found.prose[index] = (
-                name
-            )
-    if None in names.values():
-        kept_names = (names.get(index, True) for index in range(len(kept)))
-        found = tables[inside] = found.select(kept_names, start)
+    for index in redo:
+        name = _run_name(source, starts[index], found.run_stops[index]) or (0, 0, "", False)
+        found.starts[index], found.ends[index], found.strengths[index], found.prose[index] = name
+    if redo:  # (no name, or one of another strength)
+        found = found.select(map(strengths.__contains__, found.strengths))
     return found
 
 
