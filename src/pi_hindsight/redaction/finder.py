@@ -385,27 +385,27 @@ class _Tabled:
         elif view == "openers":
             empty = map(EMPTY_AT.match, itertools.repeat(source.lowered), table.ends)
             table = table.select(map(operator.not_, empty))
-        self._table, self._openers = table, view == "openers"
+        self._table, self._openers, self._size = table, view == "openers", len(table.starts)
         self._at = 0  # the names before this have been passed over
         self.active = bool(table.starts)
 
     def first(self, position: int, by_end: bool) -> NameHit | None:
         table = self._table
-        starts, size = table.starts, len(table.starts)
+        starts = table.starts
         at = bisect.bisect_left(table.ends if by_end else starts, position, self._at)
         if self._openers:
             assigned = self._assigned
-            while at < size and starts[at] in assigned:
+            while at < self._size and starts[at] in assigned:
                 at += 1
         elif self._sites:
             source, run_starts, run_stops = self._source, table.run_starts, table.run_stops
-            while at < size and not may_assign(source, run_starts[at], run_stops[at]):
+            while at < self._size and not may_assign(source, run_starts[at], run_stops[at]):
                 at += 1
         self._at = at
-        if at == size:
+        if at == self._size:
             self.active = False
             return None
-        return table.name(at)
+        return (starts[at], table.ends[at], table.strengths[at], table.prose[at])  # type: ignore[return-value]
 
 
 _OPENERS = frozenset(("password", "strong", "vendor"))  # (the strengths they may have)

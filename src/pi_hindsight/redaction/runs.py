@@ -219,10 +219,7 @@ class NameTable:
     run_stops: list[int] = field(default_factory=list)
     origin: int = 0  # the names of the runs after this
 
-    def name(self, at: int) -> NameHit:
-        return (self.starts[at], self.ends[at], self.strengths[at], self.prose[at])  # type: ignore[return-value]
-
-    def select(self, keep: Iterable[object], origin: int | None = None) -> NameTable:
+    def select(self, keep: Iterable[object]) -> NameTable:
         """The names where ``keep`` is true."""
         kept = list(keep)
 
@@ -236,7 +233,7 @@ class NameTable:
             pick(self.prose),
             pick(self.run_starts),
             pick(self.run_stops),
-            self.origin if origin is None else origin,
+            self.origin,
         )
 
 
