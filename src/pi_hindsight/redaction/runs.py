@@ -113,14 +113,14 @@ def verdict(source: Source, run: str) -> _Verdict:
     by_text: dict[str, _Verdict] = source.cache.setdefault("run_texts", {})  # type: ignore[assignment]
     known = by_text.get(run, _UNKNOWN)
     if known is _UNKNOWN:
-        known = by_text[run] = _judge(run)
+        known = by_text[run] = _judge(run, _services_occur(source))
     return known
 
 
-def _judge(run: str) -> _Verdict:
+def _judge(run: str, services: bool) -> _Verdict:
     if run.strip(".-").lower() == "key" and run[0] not in ".-":
         return _POSITIONAL
-    name = _run_name(Source(run), 0, len(run))
+    name = _name(run, run.lower(), 0, len(run), services)  # (a run is ASCII)
     return None if name is None else (name[0], len(run) - name[1], name[2])
 
 
@@ -134,7 +134,12 @@ def _located(source: Source, start: int, stop: int, known: _Verdict) -> NameHit 
 
 
 def _run_name(source: Source, start: int, stop: int) -> NameHit | None:
-    text, lowered = source.text, source.lowered
+    return _name(source.text, source.lowered, start, stop, _services_occur(source))
+
+
+def _name(text: str, lowered: str, start: int, stop: int, services: bool) -> NameHit | None:
+    """The name the run at [start, stop) of ``text`` is; ``services``: whether a service's name
+    can occur in it."""
     if text[start] in ".-":
         start = stop - len(text[start:stop].lstrip(".-"))
     if text[stop - 1] in ".-":
@@ -144,7 +149,7 @@ def _run_name(source: Source, start: int, stop: int) -> NameHit | None:
         return (start, stop, strength, False)
     # A service's name starts a name part (``metabase_url``), never inside a word (``gambeer``).
     if _VENDOR.search(lowered, start, stop) is not None or (
-        _services_occur(source) and find_service(lowered, start, stop)
+        services and find_service(lowered, start, stop)
     ):
         return (start, stop, "vendor", False)  # mailgun.client(…): a token may follow
     if stop - start == 3 and lowered.startswith("key", start):
