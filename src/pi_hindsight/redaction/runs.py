@@ -334,12 +334,30 @@ def _names(source: Source, split: _Split, strengths: frozenset[str]) -> NameTabl
     }
     if _POSITIONAL in chosen.values():
         redo.update(index for index, known in enumerate(kept) if known is _POSITIONAL)
-    for index in redo:
-        name = _run_name(source, starts[index], found.run_stops[index]) or (0, 0, "", False)
-        found.starts[index], found.ends[index], found.strengths[index], found.prose[index] = name
+    text, stops = source.text, found.run_stops
+    around: dict[str, NameHit | None] = {}  # by the run and what _name reads before it
+    for index in sorted(redo):
+        start, stop = starts[index], stops[index]
+        if start < _BEFORE:
+            name = _run_name(source, start, stop)
+        else:  # ("PRIVATE KEY-----" repeated: the same name, judged once)
+            key = text[start - _BEFORE : stop]
+            if key not in around:
+                around[key] = _moved(_run_name(source, start, stop), -start)
+            name = _moved(around[key], start)
+        named = name or (0, 0, "", False)
+        found.starts[index], found.ends[index], found.strengths[index], found.prose[index] = named
     if redo:  # (no name, or one of another strength)
         found = found.select(map(strengths.__contains__, found.strengths))
     return found
+
+
+# How far before a run _name reads (prose_key: the word before a bare "key"; a letter before).
+_BEFORE = 25
+
+
+def _moved(name: NameHit | None, offset: int) -> NameHit | None:
+    return None if name is None else (name[0] + offset, name[1] + offset, name[2], name[3])
 
 
 def _after_blanked_letters(source: Source) -> set[int]:
