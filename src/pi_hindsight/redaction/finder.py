@@ -91,7 +91,7 @@ class Names:
         self._listed: list[NameHit] | None = None
         if not lazy and all(_occurring(source, word)[1] is not None for word, _ in present):
             self._listed = _listed(source, view)
-            self.starts = [name[0] for name in self._listed]
+            self._starts = [name[0] for name in self._listed]
             self._ends = [name[1] for name in self._listed]
             return
         # A run of weak words only ("_auth") is weak unless it has a "pw" part ("auth_pw").
@@ -127,21 +127,13 @@ class Names:
     def first(self, position: int, *, by_end: bool = False) -> NameHit | None:
         """The first name starting at or after ``position`` (``by_end``: ending at or after it)."""
         if self._listed is not None:
-            at = bisect.bisect_left(self._ends if by_end else self.starts, position)
+            at = bisect.bisect_left(self._ends if by_end else self._starts, position)
             return self._listed[at] if at < len(self._listed) else None
         runs = self._runs
         if not runs.active and len(self._simple) == 1:  # one word, the usual adversarial case
             search = self._simple[0]
             at = max(0, position - search.length if by_end else position)
-            starts = search.starts
-            if search.searched <= at <= search.start:
-                start = search.start
-            elif starts is not None:  # _Search.at inline (runs once per name)
-                index = bisect.bisect_left(starts, at)
-                start = starts[index] if index < len(starts) else _NONE
-                search.searched, search.start = at, start
-            else:
-                start = search.at(at)
+            start = search.start if search.searched <= at <= search.start else search.at(at)
             if start == _NONE:
                 return None
             return (start, start + search.length, search.strength, search.prose)  # type: ignore[return-value]
@@ -175,8 +167,8 @@ class _Search:
     per text for all patterns: a search that finds nothing would scan to the end of the text)."""
 
     __slots__ = (
-        "_bare_key", "_density", "_occurrences", "_skip", "_source", "endpos", "last", "length",
-        "lowered", "pattern", "plain", "prose", "searched", "start", "starts", "strength",
+        "_bare_key", "_density", "_occurrences", "_skip", "_source", "_starts", "endpos", "last",
+        "length", "lowered", "pattern", "plain", "prose", "searched", "start", "strength",
     )  # fmt: skip
 
     def __init__(
@@ -204,7 +196,7 @@ class _Search:
         self.plain = not (prose or skip or bare_key) and self._occurrences is None
         # A plain search whose matches are dense has them all found at once (see _Density).
         self._density = _Density() if bulk else None
-        self.starts: list[int] | None = None
+        self._starts: list[int] | None = None
 
     def at(self, position: int) -> int:
         """The start of the first match at or after ``position`` that is a name (_NONE: none)."""
@@ -212,9 +204,9 @@ class _Search:
             return self.start
         self.searched = max(0, position)
         self.start = _NONE
-        if self.starts is not None:
-            at = bisect.bisect_left(self.starts, position)
-            self.start = self.starts[at] if at < len(self.starts) else _NONE
+        if self._starts is not None:
+            at = bisect.bisect_left(self._starts, position)
+            self.start = self._starts[at] if at < len(self._starts) else _NONE
             return self.start
         occurrences = self._occurrences
         if occurrences is not None:
@@ -239,7 +231,7 @@ class _Search:
                 if self._density is not None and self.plain and self._density.dense(self.start):
                     # (Match objects freed as made: no garbage collection for them)
                     matches = self.pattern.finditer(self.lowered, self.start, self.endpos)
-                    self.starts = list(map(_START, matches))
+                    self._starts = list(map(_START, matches))
         return self.start
 
     def _accept(self, start: int) -> bool:
