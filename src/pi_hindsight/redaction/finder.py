@@ -83,9 +83,8 @@ class Names:
     ) -> None:
         """``lazy``: search for the names even where each secret word occurs at most _FEW times
         (which lists them all at once, see _listed); ``tabled``: find the longer names with
-        runs.table (True) or run by run (False) from the start, not run by run until they turn
-        out dense (_Density); False also searches for every name one by one (for tests: every
-        way finds the same)."""
+        runs.table (True) or run by run (False) from the start, not run by run until _SWITCH
+        runs in a row are passed over (for tests: every way finds the same)."""
         assigned: set[int] = source.cache.get("assigned", set())  # type: ignore[assignment]
         present, pw, values = _present(source)
         self._listed: list[NameHit] | None = None
@@ -96,7 +95,6 @@ class Names:
             return
         # A run of weak words only ("_auth") is weak unless it has a "pw" part ("auth_pw").
         weak_runs = view != "openers" or pw
-        bulk = tabled is not False  # (a walk where the names are dense goes on in bulk)
         self._simple: list[_Search] = []
         inside: list[tuple[re.Pattern[str], str]] = []
         for word, patterns in present:
@@ -107,12 +105,12 @@ class Names:
                 if strength in _ASSIGNABLE:
                     # name: DB_PASSWORD … value: … needs "value" in the text (_name_value)
                     pattern = patterns.assignable_or_key if values else patterns.assignable
-                    self._simple.append(_Search(source, pattern, word, strength, bulk=bulk))
+                    self._simple.append(_Search(source, pattern, word, strength))
                 elif word == "key":
                     self._simple.append(_Search(source, _BARE_KEY, word, "weak", bare_key=True))
             elif view == "all":
                 self._simple.append(
-                    _Search(source, patterns.simple, word, strength, strength is None, bulk=bulk)
+                    _Search(source, patterns.simple, word, strength, strength is None)
                 )
             elif strength != "weak":
                 skip = None if strength is None else assigned  # (prose keys are never assigned)
@@ -133,7 +131,14 @@ class Names:
         if not runs.active and len(self._simple) == 1:  # one word, the usual adversarial case
             search = self._simple[0]
             at = max(0, position - search.length if by_end else position)
-            start = search.start if search.searched <= at <= search.start else search.at(at)
+            if search.searched <= at <= search.start:
+                start = search.start
+            elif search.plain and at <= search.last:  # _Search.at inline (runs once per name)
+                match = search.pattern.search(search.lowered, at, search.endpos)
+                start = _NONE if match is None else match.start()
+                search.searched, search.start = at, start
+            else:
+                start = search.at(at)
             if start == _NONE:
                 return None
             return (start, start + search.length, search.strength, search.prose)  # type: ignore[return-value]
@@ -167,8 +172,8 @@ class _Search:
     per text for all patterns: a search that finds nothing would scan to the end of the text)."""
 
     __slots__ = (
-        "_bare_key", "_density", "_occurrences", "_skip", "_source", "_starts", "endpos", "last",
-        "length", "lowered", "pattern", "plain", "prose", "searched", "start", "strength",
+        "_bare_key", "_occurrences", "_skip", "_source", "endpos", "last", "length", "lowered",
+        "pattern", "plain", "prose", "searched", "start", "strength",
     )  # fmt: skip
 
     def __init__(
@@ -181,11 +186,10 @@ class _Search:
         skip: set[int] | None = None,
         *,
         bare_key: bool = False,
-        bulk: bool = False,
     ) -> None:
         """``prose``: the word is "key", a name only by the word before it; ``skip``: starts of
         matches that are not names for this view; ``bare_key``: a bare "key" assigned a value
-        (_bare_key_ok); ``bulk``: find the rest of the matches at once where they are dense."""
+        (_bare_key_ok)."""
         self._source, self.pattern, self.strength, self.prose, self._skip = (
             source, pattern, strength, prose, skip,
         )  # fmt: skip
@@ -193,10 +197,7 @@ class _Search:
         self.lowered, self._occurrences, self.last, self.endpos = _occurring(source, word)
         self.length = len(word)
         self.searched = self.start = -1  # the last search began at searched and found start
-        self.plain = not (prose or skip or bare_key) and self._occurrences is None
-        # A plain search whose matches are dense has them all found at once (see _Density).
-        self._density = _Density() if bulk else None
-        self._starts: list[int] | None = None
+        self.plain = not (prose or skip or bare_key) and self._occurrences is None  # Names.first
 
     def at(self, position: int) -> int:
         """The start of the first match at or after ``position`` that is a name (_NONE: none)."""
@@ -204,10 +205,6 @@ class _Search:
             return self.start
         self.searched = max(0, position)
         self.start = _NONE
-        if self._starts is not None:
-            at = bisect.bisect_left(self._starts, position)
-            self.start = self._starts[at] if at < len(self._starts) else _NONE
-            return self.start
         occurrences = self._occurrences
         if occurrences is not None:
             for at in occurrences[bisect.bisect_left(occurrences, position) :]:
@@ -228,10 +225,6 @@ class _Search:
                 match = self.pattern.search(self.lowered, match.end(), self.endpos)
             if match is not None:
                 self.start = match.start()
-                if self._density is not None and self.plain and self._density.dense(self.start):
-                    # (Match objects freed as made: no garbage collection for them)
-                    matches = self.pattern.finditer(self.lowered, self.start, self.endpos)
-                    self._starts = list(map(_START, matches))
         return self.start
 
     def _accept(self, start: int) -> bool:
@@ -259,25 +252,6 @@ _SWITCH = 32
 _SPAN = 64
 
 
-class _Density:
-    """Whether the steps of a walk in Python are dense: _SWITCH of them within _SWITCH * _SPAN
-    characters (then one regex over the rest of the text costs less)."""
-
-    __slots__ = ("_checkpoint", "_steps")
-
-    def __init__(self) -> None:
-        self._steps, self._checkpoint = 0, 0  # steps since the checkpoint (a position)
-
-    def dense(self, position: int) -> bool:
-        """Counts a step at ``position``; whether the last _SWITCH were dense."""
-        self._steps += 1
-        if self._steps < _SWITCH:
-            return False
-        dense = position - self._checkpoint < _SWITCH * _SPAN
-        self._steps, self._checkpoint = 0, position
-        return dense
-
-
 class _Runs:
     """The names longer than their secret word, run by run from increasing positions."""
 
@@ -293,8 +267,9 @@ class _Runs:
         """``switch``: whether to go on with runs.table where runs are dense (see _SWITCH)."""
         self._source, self._view, self._assigned = source, view, assigned
         self._patterns = patterns
-        self._density = _Density() if switch else None
-        self._dense = False  # whether to switch to runs.table
+        # Runs looked at since the checkpoint (a position); whether to switch to runs.table.
+        self._walked, self._checkpoint = (0 if switch else -(1 << 62)), 0
+        self._dense = False
         self.handed_over: _Tabled | None = None  # the table, once it has answered
         self._tabled: _Tabled | None = None
         source.cache.setdefault("runs", {})
@@ -351,9 +326,10 @@ class _Runs:
 
     def _count(self) -> bool:
         """Counts a run looked at; whether the runs are dense enough to switch to runs.table."""
-        self._dense = self._dense or (
-            self._density is not None and self._density.dense(self._searched)
-        )
+        self._walked += 1
+        if self._walked >= _SWITCH:
+            self._dense = self._searched - self._checkpoint < _SWITCH * _SPAN
+            self._walked, self._checkpoint = 0, self._searched
         return self._dense
 
     def _from(self, position: int) -> int:
