@@ -283,6 +283,12 @@ def _walk(
         (("ghp_" + "a1B2" * 9 + ".mailgun_x ", 70), ("-mailgun_key=abcd1234 ", 70)),
         (("x" * 170 + "_token ", 30), ("my.key...: 1 ", 90), ("--token_id y ", 60)),
         (("-----END PRIVATE KEY-----\n", 60), ("the cache key... ", 60), ("an API key... ", 60)),
+        (
+            ("PASSWORD=x ", 90),
+            ('password="', 60),
+            ("token token ", 90),
+            ("key: " + "a1B2" * 5 + " ", 60),
+        ),
     ],
 )
 @pytest.mark.parametrize("skip", [0, 40, 400])
