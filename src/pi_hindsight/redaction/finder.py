@@ -5,14 +5,16 @@ each value, :mod:`.context` past each scanned window. Adversarial text can hold 
 every few characters (``"pwd=" * 50_000``), so no step of Python is spent on a name no detector
 asks for. For each secret word present (the trigger pass says which), one pattern finds it where
 it is a name by itself (``token``, ``--token``, ``token.``: the common case) and another where it
-is part of a longer name (``DB_PASSWORD``); both start with the word as a literal, which ``re``
-scans for at C speed, and each search starts where the detector asks from, so the occurrences
-it skips are never looked at. A longer name is the run of name characters around the word
-(without leading or trailing ``.``/``-``), found with two searches in a byte mask of the text;
-a run longer than 160 characters is not a key name.
+is part of a longer name (``DB_PASSWORD``), both from :mod:`.words`; both start with the word
+as a literal, which ``re`` scans for at C speed, and each search starts where the detector asks
+from, so the occurrences it skips are never looked at. A longer name is the run of name
+characters around the word (without leading or trailing ``.``/``-``); a run longer than 160
+characters is not a key name. Where the runs a detector walks turn out dense (every few
+characters, none of them a name: ``"pwdid=" * 40_000``), the rest of them come from
+:func:`.runs.table`, found by one regex at C speed (see _SWITCH).
 
 Each detector has its own :class:`Names` (their positions advance independently); the runs
-found (:mod:`.runs`) are shared through ``source.cache``.
+found and what they name (:mod:`.runs`) are shared through ``source.cache``.
 """
 
 from __future__ import annotations
@@ -370,18 +372,14 @@ class _Tabled:
         start: int,
     ) -> None:
         """The names of the runs after ``start`` (where no run is: 0, or after a run's end)."""
-        self._source, self._assigned = source, assigned
+        self._assigned = assigned
         inside = tuple(pattern.pattern for pattern, _ in patterns)
         table = runs.table(source, inside, start, *_TABLED_STRENGTHS.get(view, ()))
         # What _takes asks, for every name at once with C-level loops (every run can be a name),
-        # but where a name is assigned a value (known when context.py asks) and "value" after
-        # "name:" (may_assign): asked name by name.
-        self._sites = False  # whether to ask may_assign name by name
+        # but whether a name is assigned a value (known when context.py asks): name by name.
         if view == "assignable":
-            keep = list(map(operator.not_, table.prose))
             sites = may_assign_all(source, table.run_starts, table.run_stops)
-            self._sites = sites is None
-            table = table.select(keep if sites is None else map(operator.and_, keep, sites))
+            table = table.select(map(operator.and_, map(operator.not_, table.prose), sites))
         elif view == "openers":
             empty = map(EMPTY_AT.match, itertools.repeat(source.lowered), table.ends)
             table = table.select(map(operator.not_, empty))
@@ -396,10 +394,6 @@ class _Tabled:
         if self._openers:
             assigned = self._assigned
             while at < self._size and starts[at] in assigned:
-                at += 1
-        elif self._sites:
-            source, run_starts, run_stops = self._source, table.run_starts, table.run_stops
-            while at < self._size and not may_assign(source, run_starts[at], run_stops[at]):
                 at += 1
         self._at = at
         if at == self._size:

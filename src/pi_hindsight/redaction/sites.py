@@ -20,18 +20,23 @@ EMPTY_QUOTES = r"(?:\"\"|''|``)"
 XML_VALUE = r">[^<\r\n]{1,1024}+</"  # assignments.py's _XML_TEXT after ">"
 
 _SITE_AFTER = re.compile(rf"{OPERATOR}+(?!{EMPTY_QUOTES})|{XML_VALUE}")
+_VALUE_REACH = 160
 _NAME_KEY_END = re.compile(r"[:=][ \t]{0,4}[\"']?\Z")
 
 
-def may_assign_all(source: Source, starts: list[int], stops: list[int]) -> list[bool] | None:
-    """may_assign for many runs at once, with C-level loops; None where the text holds "value"
-    (then ask may_assign run by run)."""
-    if "value" in source.text:
-        return None
-    lowered = source.lowered
-    sites = map(operator.truth, map(_SITE_AFTER.match, itertools.repeat(lowered), stops))
-    dashes = map(lowered.startswith, itertools.repeat("-"), starts)
-    return list(map(operator.or_, sites, dashes))
+def may_assign_all(source: Source, starts: list[int], stops: list[int]) -> list[bool]:
+    """may_assign for many runs at once, with C-level loops (every run can be a name)."""
+    lowered, repeat = source.lowered, itertools.repeat
+    sites = map(operator.truth, map(_SITE_AFTER.match, repeat(lowered), stops))
+    dashes = map(lowered.startswith, repeat("-"), starts)
+    assigned = list(map(operator.or_, sites, dashes))
+    if "value" not in source.text:
+        return assigned
+    ends = map(operator.add, stops, repeat(_VALUE_REACH))
+    values = map(operator.ge, map(source.text.find, repeat("value"), stops, ends), repeat(0))
+    befores = map(max, map(operator.sub, starts, repeat(6)), repeat(0))
+    keys = map(operator.truth, map(_NAME_KEY_END.search, repeat(lowered), befores, starts))
+    return list(map(operator.or_, assigned, map(operator.and_, values, keys)))
 
 
 def may_assign(source: Source, start: int, stop: int) -> bool:
@@ -43,6 +48,6 @@ def may_assign(source: Source, start: int, stop: int) -> bool:
     if lowered.startswith("-", start):
         return True  # --token <value> (the run holds the leading dashes)
     # name: DB_PASSWORD … value: … (assignments.py's _name_value looks for "value" this far)
-    if source.text.find("value", stop, stop + 160) < 0:
+    if source.text.find("value", stop, stop + _VALUE_REACH) < 0:
         return False
     return _NAME_KEY_END.search(lowered, max(0, start - 6), start) is not None
