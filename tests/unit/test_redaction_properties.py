@@ -289,6 +289,7 @@ def _walk(
             ("token token ", 90),
             ("key: " + "a1B2" * 5 + " ", 60),
         ),
+        (("passphrase-value\n", 80), ("name: api_token_x\n", 40), ("value: abcdef12\n", 40)),
     ],
 )
 @pytest.mark.parametrize("skip", [0, 40, 400])
