@@ -380,7 +380,7 @@ class _Tabled:
         if view == "assignable":
             sites = may_assign_all(source, table.run_starts, table.run_stops)
             table = table.select(map(operator.and_, map(operator.not_, table.prose), sites))
-        elif view == "openers":
+        elif view == "openers" and any(quotes in source.text for quotes in _QUOTE_PAIRS):
             empty = map(EMPTY_AT.match, itertools.repeat(source.lowered), table.ends)
             table = table.select(map(operator.not_, empty))
         self._table, self._openers, self._size = table, view == "openers", len(table.starts)
@@ -403,6 +403,7 @@ class _Tabled:
 
 
 _OPENERS = frozenset(("password", "strong", "vendor"))  # (the strengths they may have)
+_QUOTE_PAIRS = ('""', "''", "``")  # (EMPTY_AT matches only where one of them is)
 _TABLED_STRENGTHS = {"assignable": (_ASSIGNABLE,), "openers": (_OPENERS,)}
 
 

@@ -289,6 +289,11 @@ class _Split:
     verdicts: dict[str, _Verdict]
     tables: dict[frozenset[str], NameTable] = field(default_factory=dict)
 
+    @functools.cached_property
+    def offsets(self) -> list[int]:
+        """Where each part ends."""
+        return list(itertools.accumulate(map(len, self.parts), initial=self.origin))[1:]
+
 
 def _split(source: Source, inside: tuple[str, ...], start: int) -> _Split:
     splits: dict[tuple[str, ...], _Split] = source.cache.setdefault("splits", {})  # type: ignore[assignment]
@@ -316,7 +321,7 @@ def _names(source: Source, split: _Split, strengths: frozenset[str]) -> NameTabl
     if not chosen:
         return found  # the usual adversarial case: the runs name nothing (of these strengths)
     # The runs that are names, with C-level loops: every run can be one ("_auth" repeated).
-    offsets = list(itertools.accumulate(map(len, split.parts), initial=split.origin))[1:]
+    offsets = split.offsets
     judged = list(map(chosen.get, split.parts[1::2]))
     kept: list[tuple[int, int, str]] = list(filter(None, judged))
     found.run_starts = list(itertools.compress(offsets[0::2], judged))

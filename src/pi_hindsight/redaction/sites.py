@@ -27,9 +27,12 @@ _NAME_KEY_END = re.compile(r"[:=][ \t]{0,4}[\"']?\Z")
 def may_assign_all(source: Source, starts: list[int], stops: list[int]) -> list[bool]:
     """may_assign for many runs at once, with C-level loops (every run can be a name)."""
     lowered, repeat = source.lowered, itertools.repeat
-    sites = map(operator.truth, map(_SITE_AFTER.match, repeat(lowered), stops))
     dashes = map(lowered.startswith, repeat("-"), starts)
-    assigned = list(map(operator.or_, sites, dashes))
+    if "=" in lowered or ":" in lowered or "</" in lowered:  # (what every site holds)
+        sites = map(operator.truth, map(_SITE_AFTER.match, repeat(lowered), stops))
+        assigned = list(map(operator.or_, sites, dashes))
+    else:
+        assigned = list(dashes)
     if "value" not in source.text:
         return assigned
     ends = map(operator.add, stops, repeat(_VALUE_REACH))
