@@ -35,7 +35,7 @@ from pi_hindsight.redaction.names import (
     word_strength,
 )
 from pi_hindsight.redaction.service_names import SERVICE_NAMES
-from pi_hindsight.redaction.sites import OPERATOR, may_assign, may_assign_all
+from pi_hindsight.redaction.sites import OPERATOR, may_assign, may_assign_all, may_assign_any
 from pi_hindsight.redaction.source import NAME_CHARS, Source
 from pi_hindsight.redaction.words import AUTH_WITH_PW, EMPTY_AT, Word, word_patterns
 
@@ -97,11 +97,13 @@ class Names:
             return
         # A run of weak words only ("_auth") is weak unless it has a "pw" part ("auth_pw").
         weak_runs = view != "openers" or pw
+        # (no longer name is assigned a value in a text without a site: ``_secret `` repeated)
+        runs_wanted = view != "assignable" or may_assign_any(source)
         self._simple: list[_Search] = []
         inside: list[tuple[re.Pattern[str], str]] = []
         for word, patterns in present:
             strength = patterns.strength
-            if weak_runs or word not in _WEAK_WORDS:
+            if runs_wanted and (weak_runs or word not in _WEAK_WORDS):
                 inside.append((patterns.inside, word))
             if view == "assignable":
                 if strength in _ASSIGNABLE:

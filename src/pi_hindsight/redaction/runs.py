@@ -7,10 +7,11 @@ occurrence of a secret word; what it names is judged once per text and character
 lowered text with the spans the token and block detectors found blanked out, so a word inside a
 vendor token or a key block is no name.
 
-Where secret words are dense (adversarial text: ``"pwdid=" * 40_000``, a run every six
-characters), the runs are not walked one by one in Python: :func:`table` finds them all with one
-regex at C speed (the run texts only), judges each distinct text once, and only when one of them
-is a name finds the runs' positions: text made of runs that name nothing costs no Python per run.
+Where the runs turn out dense (adversarial text: ``"pwdid=" * 40_000``, a run every six
+characters), :mod:`.finder` stops walking them one by one in Python: :func:`table` finds the rest
+with one regex at C speed (strings only, no match objects), judges each distinct run text once,
+and works out positions, with C-level loops, only for the runs naming a strength the detector
+asking takes: text made of runs that name nothing costs no Python per run.
 """
 
 from __future__ import annotations

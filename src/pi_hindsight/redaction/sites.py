@@ -9,7 +9,14 @@ import re
 
 from pi_hindsight.redaction.source import Source
 
-__all__ = ["EMPTY_QUOTES", "OPERATOR", "XML_VALUE", "may_assign", "may_assign_all"]
+__all__ = [
+    "EMPTY_QUOTES",
+    "OPERATOR",
+    "XML_VALUE",
+    "may_assign",
+    "may_assign_all",
+    "may_assign_any",
+]
 
 # What follows a key name that is assigned a value: an optional closing quote, the operator,
 # blanks (``?=``: a Makefile's conditional assignment; ``\\"``: JSON inside a string). Not
@@ -24,11 +31,18 @@ _VALUE_REACH = 160
 _NAME_KEY_END = re.compile(r"[:=][ \t]{0,4}[\"']?\Z")
 
 
+def may_assign_any(source: Source) -> bool:
+    """Whether may_assign can say yes for any run of the text: a site holds ``=``, ``:`` or
+    ``</``; the other ways need a ``-`` or "value"."""
+    lowered = source.lowered
+    return any(literal in lowered for literal in ("=", ":", "</", "-", "value"))
+
+
 def may_assign_all(source: Source, starts: list[int], stops: list[int]) -> list[bool]:
     """may_assign for many runs at once, with C-level loops (every run can be a name)."""
     lowered, repeat = source.lowered, itertools.repeat
     dashes = map(lowered.startswith, repeat("-"), starts)
-    if "=" in lowered or ":" in lowered or "</" in lowered:  # (what every site holds)
+    if "=" in lowered or ":" in lowered or "</" in lowered:  # (see may_assign_any)
         sites = map(operator.truth, map(_SITE_AFTER.match, repeat(lowered), stops))
         assigned = list(map(operator.or_, sites, dashes))
     else:
