@@ -255,29 +255,80 @@ def test_the_trigger_pass_reports_every_literal_on_a_dense_adversarial_text() ->
 
 @settings(max_examples=300, deadline=None)
 @given(TEXTS)
-# Runs that are not assigned, skipped up to the next operator or run starting with "-"
-# (sites.SiteSkip): a run starting with "-" before the position asked, one cut by a token.
+# Runs that are not assigned beside runs that are: a run starting with "-" before the position
+# asked, one cut by a token. Runs found by runs.table: judged by the text before them (a bare
+# "key"), by their case (tokenX), right after a token (a service name cannot start there).
+@example("the api key... ab1 my.key...: 1 Token_X=abcdefgh tokenType=1 x.-key=abcdefgh1234 ")
+@example("ghp_" + "a1B2" * 9 + ".instamojo_x 1 ghp_" + "a1B2" * 9 + "-mailgun_key=abcd1234 ")
 @example("token_url " * 3 + "-token_x y a.-token=1 " + "token_url " * 2 + "db_token: abc1")
 @example("password=abc-token_url=x token_url --api_token z mailgun_url .-secret_id: q")
 @example("token_url ghp_" + "a1B2" * 9 + "=x my_token_ghp_" + "a1B2" * 9 + ": y -pwd_url ")
 def test_names_found_by_search_and_by_listing_are_the_same(text: str) -> None:
     """A text with few secret words has its names listed at once, one with many searches for
     them from each position asked (finder.py): both ways give the same names, in every view."""
+    source = _source(text)
+    for view in ("assignable", "openers", "all"):
+        if view == "openers":
+            list(assignments.find_assignments(source))  # the names assigned a value
+        listed = _walk(source, view, lazy=False)
+        assert _walk(source, view, lazy=True, tabled=False) == listed, view
+        assert _walk(source, view, lazy=True, tabled=True) == listed, view
+
+
+def _source(text: str) -> Source:
+    """``text`` as redact() has it when the detectors that read names start."""
     source = Source(text)
     present = redaction._TRIGGERS.present(text)
     source.present = frozenset(word for word, index in redaction._WORD_TRIGGERS if index in present)
     source.found.extend(tokens.find_tokens(source, list(tokens.PATTERNS)))
+    return source
 
-    def walk(view: finder.View, lazy: bool) -> list[tuple[int, int, str, bool]]:
-        names, position = finder.Names(source, view, lazy=lazy), 0
-        found: list[tuple[int, int, str, bool]] = []
-        by_end = view != "assignable"
-        while (name := names.first(position, by_end=by_end)) is not None:
-            found.append(name)
-            position = name[1] + 1 if by_end else name[1]
-        return found
 
-    assert walk("assignable", True) == walk("assignable", False)
-    list(assignments.find_assignments(source))  # the names assigned a value, for "openers"
-    assert walk("openers", True) == walk("openers", False)
-    assert walk("all", True) == walk("all", False)
+Name = tuple[int, int, str, bool]
+
+
+def _walk(
+    source: Source, view: finder.View, *, lazy: bool, tabled: bool | None = None, skip: int = 0
+) -> list[Name]:
+    """The names of ``view`` asked for as the detectors do; ``skip``: after every third name,
+    this many characters are passed over (a value, a scanned window)."""
+    names, position = finder.Names(source, view, lazy=lazy, tabled=tabled), 0
+    found: list[Name] = []
+    by_end = view != "assignable"
+    while (name := names.first(position, by_end=by_end)) is not None:
+        found.append(name)
+        position = (name[1] + 1 if by_end else name[1]) + (skip if len(found) % 3 == 0 else 0)
+    return found
+
+
+@pytest.mark.parametrize(
+    "units",
+    [
+        (("pwdid=", 200), ("db_token=abcd1234 ", 20), ("pwdid=", 100)),
+        (("token_url ", 150), ("the api key... ab1 ", 40), ("Token_X=abcdefgh12 ", 60)),
+        (("cloudflare-value ", 120), (":_auth", 90), ("login_id ", 80), ("tokenType ", 40)),
+        (("ghp_" + "a1B2" * 9 + ".mailgun_x ", 70), ("-mailgun_key=abcd1234 ", 70)),
+        (("x" * 170 + "_token ", 30), ("my.key...: 1 ", 90), ("--token_id y ", 60)),
+        (("-----END PRIVATE KEY-----\n", 60), ("the cache key... ", 60), ("an API key... ", 60)),
+        (
+            ("PASSWORD=x ", 90),
+            ('password="', 60),
+            ("token token ", 90),
+            ("key: " + "a1B2" * 5 + " ", 60),
+        ),
+        (("passphrase-value\n", 80), ("name: api_token_x\n", 40), ("value: abcdef12\n", 40)),
+    ],
+)
+@pytest.mark.parametrize("skip", [0, 40, 400])
+def test_names_found_run_by_run_and_by_table_are_the_same(
+    units: tuple[tuple[str, int], ...], skip: int
+) -> None:
+    """Where the names are dense, the walk run by run goes on with runs.table part way
+    (finder._SWITCH): the same names as either way alone, whatever the detectors skip."""
+    source = _source("".join(unit * count for unit, count in units))
+    for view in ("assignable", "openers", "all"):
+        if view == "openers":
+            list(assignments.find_assignments(source))
+        by_run = _walk(source, view, lazy=True, tabled=False, skip=skip)
+        assert _walk(source, view, lazy=True, skip=skip) == by_run, view
+        assert _walk(source, view, lazy=True, tabled=True, skip=skip) == by_run, view

@@ -266,12 +266,14 @@ def _service_key(source: Source, name_start: int, name_end: int, start: int, end
     malformed one, or something else). The vendors whose keys context.py has always looked for
     after their names (Mailgun, Twilio, …) keep the looser rule."""
     lowered, text = source.lowered, source.text
+    if _CLASSIC_VENDOR.search(lowered, name_start, name_end) is not None:
+        return True  # (the cheaper test first: adversarial text repeats "cloudflare-value")
     service = find_service(lowered, name_start, name_end)
     if service is None and lowered.startswith("key", name_start):
         # "the API2Cart key is …": the key of the service named before it
         space = lowered.rfind(" ", max(0, name_start - 24), name_start - 1)
         service = find_service(lowered, space + 1, name_start - 1) if space >= 0 else None
-    if service is None or _CLASSIC_VENDOR.search(lowered, name_start, name_end) is not None:
+    if service is None:
         return True  # not a service's name: "the key for …" in prose
     return (
         service_key_fits(service, text[start:end])

@@ -5,14 +5,16 @@ each value, :mod:`.context` past each scanned window. Adversarial text can hold 
 every few characters (``"pwd=" * 50_000``), so no step of Python is spent on a name no detector
 asks for. For each secret word present (the trigger pass says which), one pattern finds it where
 it is a name by itself (``token``, ``--token``, ``token.``: the common case) and another where it
-is part of a longer name (``DB_PASSWORD``); both start with the word as a literal, which ``re``
-scans for at C speed, and each search starts where the detector asks from, so the occurrences
-it skips are never looked at. A longer name is the run of name characters around the word
-(without leading or trailing ``.``/``-``), found with two searches in a byte mask of the text;
-a run longer than 160 characters is not a key name.
+is part of a longer name (``DB_PASSWORD``), both from :mod:`.words`; both start with the word
+as a literal, which ``re`` scans for at C speed, and each search starts where the detector asks
+from, so the occurrences it skips are never looked at. A longer name is the run of name
+characters around the word (without leading or trailing ``.``/``-``); a run longer than 160
+characters is not a key name. Where the runs a detector walks turn out dense (every few
+characters, none of them a name: ``"pwdid=" * 40_000``), the rest of them come from
+:func:`.runs.table`, found by one regex at C speed (see _SWITCH).
 
 Each detector has its own :class:`Names` (their positions advance independently); the runs
-found (:mod:`.runs`) are shared through ``source.cache``.
+found and what they name (:mod:`.runs`) are shared through ``source.cache``.
 """
 
 from __future__ import annotations
@@ -20,28 +22,22 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import operator
 import re
-from dataclasses import dataclass
 from typing import Literal
 
 from pi_hindsight.redaction import runs
 from pi_hindsight.redaction.names import (
     SECRET_WORDS,
-    VENDOR_WORDS,
     NameHit,
     Strength,
     prose_key,
     word_strength,
 )
 from pi_hindsight.redaction.service_names import SERVICE_NAMES
-from pi_hindsight.redaction.sites import (
-    EMPTY_QUOTES,
-    OPERATOR,
-    XML_VALUE,
-    SiteSkip,
-    may_assign,
-)
+from pi_hindsight.redaction.sites import OPERATOR, may_assign, may_assign_all, may_assign_any
 from pi_hindsight.redaction.source import NAME_CHARS, Source
+from pi_hindsight.redaction.words import AUTH_WITH_PW, EMPTY_AT, Word, word_patterns
 
 __all__ = ["HINTS", "Names"]
 
@@ -52,7 +48,6 @@ HINTS = (("pw", True), ("value", False))
 
 
 _NAME_SET = frozenset(NAME_CHARS)
-_VENDORS = frozenset(VENDOR_WORDS)
 _SERVICE_NAMES = frozenset(SERVICE_NAMES)
 _ALL_LITERALS = frozenset((*SECRET_WORDS, *(literal for literal, _ in HINTS)))
 _ORDER = {word: position for position, word in enumerate(SECRET_WORDS)}
@@ -64,97 +59,6 @@ _START = re.Match.start
 View = Literal["all", "assignable", "openers"]
 
 
-# After a name: an operator and an empty quoted value (""). Such a name is assigned nothing
-# that could be a secret: assignments.py need not look at it, and context.py leaves it alone.
-_EMPTY = OPERATOR + EMPTY_QUOTES
-_FLAG_VALUE = r"[ \t]{1,16}+[^\s-]"  # --token <value>
-_EMPTY_AT = re.compile(_EMPTY)
-
-
-@dataclass(frozen=True)
-class _Word:
-    """A secret word's patterns (see _patterns) and what it names when it stands alone."""
-
-    simple: re.Pattern[str]
-    assignable: re.Pattern[str]
-    assignable_or_key: re.Pattern[str]
-    unassigned: re.Pattern[str]
-    inside: re.Pattern[str]
-    strength: Strength | Literal["vendor"] | None
-
-
-def _patterns(word: str, *, pw: bool = False) -> _Word:
-    """Patterns for the lowered text, each starting with ``word`` with its lookbehinds after it:
-
-    - *simple* occurrences, where the name is the word itself (nothing but up to two ``.``/``-``
-      between it and other text);
-    - of those, the ones that may be assigned a value (all :mod:`.assignments` needs: a
-      superset, it checks each): an operator and no ``""`` after it, ``<token>text</``,
-      ``--token <value>``; in a text with "value" in it, also those with ``:`` / ``=`` before
-      them, up to four blanks and a quote between (the end of its ``_NAME_KEY``);
-    - of the simple ones, those not assigned ``""``, for :mod:`.context`;
-    - all other occurrences, inside a longer name.
-
-    Where a longer secret word starts (``password`` for ``pass``), only the longer one counts.
-    ``pw``: for a text with "pw" in it (see not_english).
-    """
-    literal = re.escape(word)
-    longer = [rest[len(word) :] for rest in SECRET_WORDS if rest != word and rest.startswith(word)]
-    not_longer = f"(?!{'|'.join(map(re.escape, longer))})" if longer else ""
-    other = r"[^a-z0-9_.-]"
-    left = rf"(?:(?<![a-z0-9_.-]{literal})|(?<={other}[.-]{literal})|(?<={other}[.-][.-]{literal}))"
-    right = rf"[.-]{{0,2}}(?:{other}|\Z)"
-    # "auth" in "authorization", "authentication" is part of a longer word, not a secret part:
-    # such a run is a name only through another secret word or a "pw" part (for a text with
-    # "pw" in it, Names takes the patterns without this).
-    not_english = "(?!oriz|entic)" if word == "auth" and not pw else ""
-    inside_pattern = (
-        rf"{literal}{not_longer}{not_english}(?:(?<=[a-z0-9_.-]{literal})"
-        rf"(?<!{other}[.-]{literal})(?<!{other}[.-][.-]{literal})|(?!{right}))"
-    )
-    inside = re.compile(inside_pattern)
-    strength = word_strength(word) or ("vendor" if word in _VENDORS else None)
-    if word == "key":
-        # A bare "key" is a name only in prose, after a word and a blank ("the API key").
-        prose = re.compile(rf"key(?<=[a-z][ \t]key)(?={right})")
-        return _Word(prose, prose, prose, prose, inside, strength)
-    simple = rf"{literal}{not_longer}{left}(?={right})"
-    # First on its line (assignments.py's _LINE_HEAD: blanks, export/set/…/readonly and blanks,
-    # "- ", "$env:", "$", a quote), a name takes the rest of the line as its value; elsewhere
-    # only a quote or a bare value. These four lookbehinds hold where it may be first: no other
-    # character, or blanks after one that cannot end a _LINE_HEAD keyword, stands before it.
-    keyword_end = r"[^ \t\ntxvgely-]"
-    first_on_line = (
-        rf"(?<![^ \t\n\"'$:]{literal})(?<![^ \t\n$:][\"']{literal})"
-        rf"(?<!{keyword_end}[ \t]{literal})(?<!{keyword_end}[ \t][\"']{literal})"
-    )
-    site = (
-        rf"{first_on_line}(?={OPERATOR}+(?!{EMPTY_QUOTES}))",  # (blanks possessive)
-        rf"(?={OPERATOR}+(?!{EMPTY_QUOTES})(?:[\"'`]|[^\s\"'`,;)(\]}}{{&<>]))",
-        rf"(?<=<{literal})(?={XML_VALUE})",
-        rf"(?<=--{literal})(?={_FLAG_VALUE})",
-    )
-    name_key = tuple(
-        rf"(?<=[:=][ \t]{{{count}}}{quote}{literal})"
-        for count in range(5)
-        for quote in ("", "[\"']")
-    )
-    simple_pattern = re.compile(simple)
-    if strength == "vendor":  # never assigned a value (assignments.py): no pattern for it
-        unassigned = re.compile(rf"{simple}(?!{_EMPTY})")
-        return _Word(simple_pattern, simple_pattern, simple_pattern, unassigned, inside, strength)
-    return _Word(
-        simple_pattern,
-        re.compile(rf"{simple}(?:{'|'.join(site)})"),
-        re.compile(rf"{simple}(?:{'|'.join((*site, *name_key))})"),
-        re.compile(rf"{simple}(?!{_EMPTY})"),
-        inside,
-        strength,
-    )
-
-
-# Compiled when a text first holds the word: most of the ~450 service names never occur.
-_word_patterns = functools.cache(_patterns)
 # A bare "key" assigned a value (``Key=…``, ``key: …``, ``"key": "…"``) is a weak name: only a
 # random value counts (the value of a lookup table's "key" is a word or a path, not random), so
 # only a value of 16 value characters or more is looked at (``&key=a`` repeated costs no Python).
@@ -169,9 +73,6 @@ def _bare_key_ok(source: Source, start: int) -> bool:
     return True
 
 
-_AUTH_WITH_PW = _patterns("auth", pw=True)
-
-
 class Names:
     """The secret names of a text in order, asked for from increasing positions.
 
@@ -179,9 +80,13 @@ class Names:
     takes; the ``openers`` of a window for :mod:`.context` (not weak, not assigned a value).
     """
 
-    def __init__(self, source: Source, view: View = "all", *, lazy: bool = False) -> None:
+    def __init__(
+        self, source: Source, view: View = "all", *, lazy: bool = False, tabled: bool | None = None
+    ) -> None:
         """``lazy``: search for the names even where each secret word occurs at most _FEW times
-        (which lists them all at once, see _listed; for tests: both ways find the same)."""
+        (which lists them all at once, see _listed); ``tabled``: find the longer names with
+        runs.table (True) or run by run (False) from the start, not run by run until _SWITCH
+        runs in a row are passed over (for tests: every way finds the same)."""
         assigned: set[int] = source.cache.get("assigned", set())  # type: ignore[assignment]
         present, pw, values = _present(source)
         self._listed: list[NameHit] | None = None
@@ -192,11 +97,13 @@ class Names:
             return
         # A run of weak words only ("_auth") is weak unless it has a "pw" part ("auth_pw").
         weak_runs = view != "openers" or pw
+        # (no longer name is assigned a value in a text without a site: ``_secret `` repeated)
+        runs_wanted = view != "assignable" or may_assign_any(source)
         self._simple: list[_Search] = []
         inside: list[tuple[re.Pattern[str], str]] = []
         for word, patterns in present:
             strength = patterns.strength
-            if weak_runs or word not in _WEAK_WORDS:
+            if runs_wanted and (weak_runs or word not in _WEAK_WORDS):
                 inside.append((patterns.inside, word))
             if view == "assignable":
                 if strength in _ASSIGNABLE:
@@ -214,7 +121,10 @@ class Names:
                 self._simple.append(
                     _Search(source, patterns.unassigned, word, strength, strength is None, skip)
                 )
-        self._runs = _Runs(source, inside, view, assigned)
+        if tabled:
+            self._runs: _Runs | _Tabled = _Tabled(source, inside, view, assigned, 0)
+        else:
+            self._runs = _Runs(source, inside, view, assigned, switch=tabled is None)
 
     def first(self, position: int, *, by_end: bool = False) -> NameHit | None:
         """The first name starting at or after ``position`` (``by_end``: ending at or after it)."""
@@ -237,6 +147,8 @@ class Names:
                 return None
             return (start, start + search.length, search.strength, search.prose)  # type: ignore[return-value]
         best = runs.first(position, by_end) if runs.active else None
+        if isinstance(runs, _Runs) and runs.handed_over is not None:
+            self._runs = runs.handed_over  # (the table answers from now on)
         best_start = _NONE if best is None else best[0]
         best_search = None
         for search in self._simple:
@@ -335,6 +247,15 @@ def _combined(patterns: tuple[tuple[re.Pattern[str], str], ...]) -> re.Pattern[s
     return re.compile("|".join(f"(?:{pattern.pattern})" for pattern, _ in patterns))
 
 
+# Where _Runs has looked at _SWITCH runs within _SWITCH * _SPAN characters (adversarial text:
+# ``"pwdid=" * 40_000``, a run every six characters), it takes the rest of the names from
+# runs.table: one regex over the rest of the text costs ~30 ns a character, a run walked a few
+# µs of Python. Where the detectors skip most runs (the names inside a long value), the walk
+# goes on and the rest of the text is never scanned.
+_SWITCH = 32
+_SPAN = 64
+
+
 class _Runs:
     """The names longer than their secret word, run by run from increasing positions."""
 
@@ -344,8 +265,17 @@ class _Runs:
         patterns: list[tuple[re.Pattern[str], str]],
         view: View,
         assigned: set[int],
+        *,
+        switch: bool,
     ) -> None:
+        """``switch``: whether to go on with runs.table where runs are dense (see _SWITCH)."""
         self._source, self._view, self._assigned = source, view, assigned
+        self._patterns = patterns
+        # Runs looked at since the checkpoint (a position); whether to switch to runs.table.
+        self._walked, self._checkpoint = (0 if switch else -(1 << 62)), 0
+        self._dense = False
+        self.handed_over: _Tabled | None = None  # the table, once it has answered
+        self._tabled: _Tabled | None = None
         source.cache.setdefault("runs", {})
         source.cache.setdefault("run_names", {})
         source.cache.setdefault("runs_at", {})
@@ -356,12 +286,6 @@ class _Runs:
             combined.last = max(search.last for search in self._searches)
             combined.endpos = max(search.endpos for search in self._searches)
             self._searches = [combined]
-        # The assignable view in a text without "value": only a run followed by an operator (a
-        # site) or starting with "-" may be assigned (_may_assign), so the runs before the next
-        # of those are skipped at C speed (adversarial text: ``token_url `` repeated).
-        self._skip_to = (
-            SiteSkip(source) if view == "assignable" and not _present(source)[2] else None
-        )
         self._name: NameHit | None = None  # the last name found
         self._searched = 0 if patterns else _NONE  # the runs before this have been looked at
         self.active = bool(patterns)  # whether a name can still be found or returned again
@@ -370,6 +294,14 @@ class _Runs:
         name = self._name
         if name is not None and (name[1] if by_end else name[0]) >= position:
             return name  # (positions asked for do not decrease)
+        if self._dense and self._tabled is None and self._searched != _NONE:
+            # (every run before self._searched has been looked at)
+            view, assigned = self._view, self._assigned
+            self._tabled = _Tabled(self._source, self._patterns, view, assigned, self._searched)
+        if self._tabled is not None:
+            name = self._tabled.first(position, by_end)
+            self.active, self.handed_over = self._tabled.active, self._tabled
+            return name
         if self._searched == _NONE:
             return None
         source = self._source
@@ -383,18 +315,26 @@ class _Runs:
             start = self._searched
             if run_start < 0:
                 continue  # too long to be a key name
-            if self._view == "assignable" and not may_assign(source, run_start, run_stop):
-                if self._skip_to:  # (after a run that is not assigned: the next may not be)
-                    start = self._skip_to.after(start)
-                continue
-            name = runs.run_name(source, run_start, run_stop)
-            if (
-                name is not None
-                and self._takes(name)
-                and (name[1] if by_end else name[0]) >= position
-            ):
-                self._name = name
-                return name
+            if self._view != "assignable" or may_assign(source, run_start, run_stop):
+                name = runs.run_name(source, run_start, run_stop)
+                if (
+                    name is not None
+                    and _takes(source, self._view, self._assigned, name)
+                    and (name[1] if by_end else name[0]) >= position
+                ):
+                    self._name = name
+                    self._count()
+                    return name
+            if self._count():
+                return self.first(position, by_end)
+
+    def _count(self) -> bool:
+        """Counts a run looked at; whether the runs are dense enough to switch to runs.table."""
+        self._walked += 1
+        if self._walked >= _SWITCH:
+            self._dense = self._searched - self._checkpoint < _SWITCH * _SPAN
+            self._walked, self._checkpoint = 0, self._searched
+        return self._dense
 
     def _from(self, position: int) -> int:
         """Where to look for a run ending at or after ``position``: the run holding the
@@ -421,16 +361,66 @@ class _Runs:
             self._searches = [search for search in self._searches if search.start != _NONE]
         return occurrence
 
-    def _takes(self, name: NameHit) -> bool:
-        if self._view == "assignable":
-            return name[2] in _ASSIGNABLE and not name[3]
-        if self._view == "openers":
-            return (
-                name[2] != "weak"
-                and name[0] not in self._assigned
-                and _EMPTY_AT.match(self._source.lowered, name[1]) is None
-            )
-        return True
+
+class _Tabled:
+    """The names longer than their secret word, from runs.table: where the words are dense."""
+
+    def __init__(
+        self,
+        source: Source,
+        patterns: list[tuple[re.Pattern[str], str]],
+        view: View,
+        assigned: set[int],
+        start: int,
+    ) -> None:
+        """The names of the runs after ``start`` (where no run is: 0, or after a run's end)."""
+        self._assigned = assigned
+        inside = tuple(pattern.pattern for pattern, _ in patterns)
+        table = runs.table(source, inside, start, *_TABLED_STRENGTHS.get(view, ()))
+        # What _takes asks, for every name at once with C-level loops (every run can be a name),
+        # but whether a name is assigned a value (known when context.py asks): name by name.
+        if view == "assignable":
+            sites = may_assign_all(source, table.run_starts, table.run_stops)
+            table = table.select(map(operator.and_, map(operator.not_, table.prose), sites))
+        elif view == "openers" and any(quotes in source.text for quotes in _QUOTE_PAIRS):
+            empty = map(EMPTY_AT.match, itertools.repeat(source.lowered), table.ends)
+            table = table.select(map(operator.not_, empty))
+        self._table, self._openers, self._size = table, view == "openers", len(table.starts)
+        self._at = 0  # the names before this have been passed over
+        self.active = bool(table.starts)
+
+    def first(self, position: int, by_end: bool) -> NameHit | None:
+        table = self._table
+        starts = table.starts
+        at = bisect.bisect_left(table.ends if by_end else starts, position, self._at)
+        if self._openers:
+            assigned = self._assigned
+            while at < self._size and starts[at] in assigned:
+                at += 1
+        self._at = at
+        if at == self._size:
+            self.active = False
+            return None
+        return (starts[at], table.ends[at], table.strengths[at], table.prose[at])  # type: ignore[return-value]
+
+
+_OPENERS = frozenset(("password", "strong", "vendor"))  # (the strengths they may have)
+_QUOTE_PAIRS = ('""', "''", "``")  # (EMPTY_AT matches only where one of them is)
+_TABLED_STRENGTHS = {"assignable": (_ASSIGNABLE,), "openers": (_OPENERS,)}
+
+
+def _takes(source: Source, view: View, assigned: set[int], name: NameHit) -> bool:
+    """Whether a longer name is one of ``view``'s (the assignable view also asks may_assign;
+    _Tabled asks the same of every name at once)."""
+    if view == "assignable":
+        return name[2] in _ASSIGNABLE and not name[3]
+    if view == "openers":  # not assigned a value (assignments.py judged it), nor ""
+        return (
+            name[2] in _OPENERS
+            and name[0] not in assigned
+            and EMPTY_AT.match(source.lowered, name[1]) is None
+        )
+    return True
 
 
 # Secret words that begin longer ones ("pass" is found in every "password"), and the rest of
@@ -444,7 +434,7 @@ _PREFIXES = {
 }
 
 
-def _present(source: Source) -> tuple[list[tuple[str, _Word]], bool, bool]:
+def _present(source: Source) -> tuple[list[tuple[str, Word]], bool, bool]:
     """The secret words in the text with their patterns (the trigger pass says which; not those
     found only as the start of a longer one: "pass" in "password"), whether "pw" occurs, and
     whether "value" does. Computed once per text."""
@@ -463,7 +453,7 @@ def _present(source: Source) -> tuple[list[tuple[str, _Word]], bool, bool]:
                     found.discard(word)
         pw = "pw" in found
         words = [
-            (word, _AUTH_WITH_PW if word == "auth" and pw else _word_patterns(word))
+            (word, AUTH_WITH_PW if word == "auth" and pw else word_patterns(word))
             for word in sorted(found.intersection(_ORDER), key=_ORDER.__getitem__)
         ]
         cached = source.cache["present"] = (words, pw, "value" in found)
@@ -526,7 +516,7 @@ def _listed(source: Source, view: View) -> list[NameHit]:
         elif view == "assignable":
             if strength in _ASSIGNABLE and not prose and may_assign(source, run_start, run_stop):
                 listed.append(name)
-        elif strength != "weak" and start not in assigned and not _EMPTY_AT.match(searchable, end):
+        elif strength != "weak" and start not in assigned and not EMPTY_AT.match(searchable, end):
             listed.append(name)
     if view == "assignable" and "key" in words:
         bare = [

@@ -26,6 +26,7 @@ the value rules would read it as an identifier or find it too short.
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["SERVICE_NAMES", "find_service", "service_key_exact", "service_key_fits"]
@@ -162,9 +163,17 @@ _PART_HEAD = re.compile(r"(?<![a-z])(?=([a-z0-9]{4}))")
 
 def find_service(lowered: str, start: int, end: int) -> str | None:
     """The first service name starting a name part in ``lowered[start:end]`` (lowercase text)."""
-    for head in _PART_HEAD.finditer(lowered, start, end):
+    # Memoised by the characters read (the one before ``start`` tells whether a part starts
+    # there): adversarial text repeats one name tens of thousands of times.
+    return _first_service((lowered[start - 1] if start else " ") + lowered[start:end])
+
+
+@functools.lru_cache(maxsize=4096)
+def _first_service(window: str) -> str | None:
+    end = len(window)
+    for head in _PART_HEAD.finditer(window, 1, end):
         for name in _BY_HEAD.get(head.group(1), ()):
-            if head.start() + len(name) <= end and lowered.startswith(name, head.start()):
+            if head.start() + len(name) <= end and window.startswith(name, head.start()):
                 return name
     return None
 
