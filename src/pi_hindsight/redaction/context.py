@@ -107,25 +107,46 @@ _TECH_WORDS = word_set("base64 base32 utf8 sha1 sha256 sha512 md5 argon2 argon2i
 def find_by_context(source: Source) -> Iterator[Hit]:
     yield from _paired(source)
     text, lowered = source.text, source.lowered
+    size = len(text)
     # The names a window starts after: not weak, not assigned a value (assignments.py judges it).
     openers = Names(source, "openers")
     everyone: Names | None = None  # all names, for the nearest one before a token
     scanned = 0  # everything before this has been scanned for tokens
     after = 0  # the names ending before this have been seen
+    # What a window came to when it found nothing, by what it read (see _READ_BEFORE): the
+    # same window recurs throughout adversarial text ("algolia-password " repeated), and is
+    # then judged once. The new ``scanned`` from ``low``, or _UNMOVED.
+    outcomes: dict[tuple[str, int, int, int, int, str], int] = {}
     # Each name asked for ends after the last one seen and after what was scanned: the names
     # inside a scanned window are never looked at.
     while (name := openers.first(max(after, scanned), by_end=True)) is not None:
         name_start, name_end, strength, _ = name
         after = name_end + 1
+        window_end = _window_end(openers, name, size)
+        start = max(name_end, scanned)
+        low, high = max(0, name_start - _READ_BEFORE), name_end + _READ_AFTER
+        key = (
+            strength,
+            name_start - low,
+            name_end - low,
+            start - low,
+            window_end - low,
+            text[low:high],
+        )
+        known = outcomes.get(key)
+        if known is not None:
+            scanned = scanned if known == _UNMOVED else low + known
+            continue
+        memo = len(outcomes) < _MEMO_SIZE
         if strength == "password":
             finding = _prose_password(text, name_end)
             if finding is not None:
                 scanned = max(scanned, finding[1])
                 yield finding
                 continue
-        window_end = _window_end(openers, name, len(text))
-        start = max(name_end, scanned)
         if start >= window_end:
+            if memo:
+                outcomes[key] = _UNMOVED
             continue
         if strength != "vendor" and (literal := _literal(source, name_start, name_end)):
             scanned = literal[1]
@@ -134,20 +155,30 @@ def find_by_context(source: Source) -> Iterator[Hit]:
         candidate = _candidate(source, start, window_end)
         if candidate is None:
             scanned = window_end
+            if memo:
+                outcomes[key] = window_end - low
             continue
         token_start = candidate.start()
         token = _RUN.match(text, token_start)
         token_end = token.end() if token is not None else candidate.end()
+        # (what decides below reads up to two characters after the token)
+        memo = memo and (token_end + 3 <= high or high >= size)
         if strength == "vendor" and not _service_key(
             source, name_start, name_end, token_start, token_end
         ):
+            if memo:
+                outcomes[key] = _UNMOVED
             continue  # not this service's key; a secret word after the name may still take it
         scanned = token_end
         value = text[token_start:token_end]
-        if _fragment(text, token_start, token_end):
-            continue
-        if not looks_random(value, 16) or is_not_a_secret(value):
-            continue  # (judged first: memoised, and most candidates fail it)
+        if (
+            _fragment(text, token_start, token_end)
+            or not looks_random(value, 16)
+            or is_not_a_secret(value)
+        ):
+            if memo:
+                outcomes[key] = token_end - low
+            continue  # (looks_random is memoised, and most candidates fail it)
         # The nearest secret name before the token (any, weak ones too) is the one the gap is
         # measured from.
         everyone = everyone or Names(source)
@@ -159,6 +190,16 @@ def find_by_context(source: Source) -> Iterator[Hit]:
             after = name_end + 1
         if _linked(source, (name_start, name_end, nearest, False), token_start, token_end):
             yield (token_start, token_end, _vendor_kind(lowered, name_start, token_start))
+
+
+# What a window's judgement reads around its name: from _READ_BEFORE characters before it
+# (_gap_ok's words before the name, _service_key's service before a "key") to _READ_AFTER after
+# it (_prose_password's reach; _literal's, 268; the window and a candidate's first 16); a token
+# running past that is judged afresh.
+_READ_BEFORE = 32
+_READ_AFTER = _PROSE_REACH + 2
+_UNMOVED = -1
+_MEMO_SIZE = 4096  # windows remembered per text (ordinary text rarely repeats one)
 
 
 def _window_end(openers: Names, name: NameHit, size: int) -> int:
