@@ -30,6 +30,7 @@ import functools
 import re
 import string
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from pi_hindsight.redaction.finder import Names
 from pi_hindsight.redaction.names import NOT_SECRET_KEYS, VENDOR_WORDS, NameHit
@@ -137,48 +138,21 @@ def find_by_context(source: Source) -> Iterator[Hit]:
         if known is not None:
             scanned = scanned if known == _UNMOVED else low + known
             continue
-        memo = len(outcomes) < _MEMO_SIZE
-        if strength == "password":
-            finding = _prose_password(text, name_end)
-            if finding is not None:
-                scanned = max(scanned, finding[1])
-                yield finding
-                continue
-        if start >= window_end:
-            if memo:
-                outcomes[key] = _UNMOVED
+        if strength == "password" and (finding := _prose_password(text, name_end)) is not None:
+            scanned = max(scanned, finding[1])
+            yield finding
             continue
-        if strength != "vendor" and (literal := _literal(source, name_start, name_end)):
-            scanned = literal[1]
-            yield literal
+        outcome = _look(source, name, start, window_end, high)
+        if outcome.remembered and len(outcomes) < _MEMO_SIZE:
+            moved = outcome.scanned != _UNMOVED
+            outcomes[key] = outcome.scanned - low if moved else _UNMOVED
+        if outcome.scanned != _UNMOVED:
+            scanned = outcome.scanned
+        if outcome.literal is not None:
+            yield outcome.literal
+        if outcome.token is None:
             continue
-        candidate = _candidate(source, start, window_end)
-        if candidate is None:
-            scanned = window_end
-            if memo:
-                outcomes[key] = window_end - low
-            continue
-        token_start = candidate.start()
-        token = _RUN.match(text, token_start)
-        token_end = token.end() if token is not None else candidate.end()
-        # (what decides below reads up to two characters after the token)
-        memo = memo and (token_end + 3 <= high or high >= size)
-        if strength == "vendor" and not _service_key(
-            source, name_start, name_end, token_start, token_end
-        ):
-            if memo:
-                outcomes[key] = _UNMOVED
-            continue  # not this service's key; a secret word after the name may still take it
-        scanned = token_end
-        value = text[token_start:token_end]
-        if (
-            _fragment(text, token_start, token_end)
-            or not looks_random(value, 16)
-            or is_not_a_secret(value)
-        ):
-            if memo:
-                outcomes[key] = token_end - low
-            continue  # (looks_random is memoised, and most candidates fail it)
+        token_start, token_end = outcome.token
         # The nearest secret name before the token (any, weak ones too) is the one the gap is
         # measured from.
         everyone = everyone or Names(source)
@@ -190,6 +164,47 @@ def find_by_context(source: Source) -> Iterator[Hit]:
             after = name_end + 1
         if _linked(source, (name_start, name_end, nearest, False), token_start, token_end):
             yield (token_start, token_end, _vendor_kind(lowered, name_start, token_start))
+
+
+class _Outcome(NamedTuple):
+    """What the window after a name came to (_look)."""
+
+    scanned: int  # everything before this has been scanned (_UNMOVED: as before)
+    literal: Hit | None = None  # a quoted literal after the name: found
+    token: tuple[int, int] | None = None  # a random token: found if it belongs to the name
+    remembered: bool = False  # found nothing, judged by what it read alone: may be remembered
+
+
+def _look(source: Source, name: NameHit, start: int, window_end: int, high: int) -> _Outcome:
+    """What the window [start, window_end) after ``name`` holds. ``high``: where what the
+    window's judgement may read ends (a token running past it is not remembered)."""
+    name_start, name_end, strength, _ = name
+    text = source.text
+    if start >= window_end:
+        return _Outcome(_UNMOVED, remembered=True)
+    if strength != "vendor" and (literal := _literal(source, name_start, name_end)):
+        return _Outcome(literal[1], literal=literal)
+    candidate = _candidate(source, start, window_end)
+    if candidate is None:
+        return _Outcome(window_end, remembered=True)
+    token_start = candidate.start()
+    token = _RUN.match(text, token_start)
+    token_end = token.end() if token is not None else candidate.end()
+    # (what decides below reads up to two characters after the token)
+    remembered = token_end + 3 <= high or high >= len(text)
+    if strength == "vendor" and not _service_key(
+        source, name_start, name_end, token_start, token_end
+    ):
+        # not this service's key; a secret word after the name may still take it
+        return _Outcome(_UNMOVED, remembered=remembered)
+    value = text[token_start:token_end]
+    if (
+        _fragment(text, token_start, token_end)
+        or not looks_random(value, 16)  # (memoised, and most candidates fail it)
+        or is_not_a_secret(value)
+    ):
+        return _Outcome(token_end, remembered=remembered)
+    return _Outcome(token_end, token=(token_start, token_end))
 
 
 # What a window's judgement reads around its name: from _READ_BEFORE characters before it
