@@ -107,6 +107,9 @@ class _Scan:
         self._lines = Lines(text)
         # The line of the last query: its start, end, and where a name first on it would begin.
         self._start, self._end, self._head = 0, -1, -1
+        # Where a short bare value ends, from its name's end, by what _assignment read (see
+        # _SHORT_READ): adversarial text repeats ``PASSWORD=x `` tens of thousands of times.
+        self.short: dict[tuple[str, bool, str], int] = {}
 
     def line(self, name_start: int) -> tuple[bool, int]:
         """Whether the name stands first on its line (.env, YAML, shell), and the line's end."""
@@ -162,17 +165,30 @@ def _assignment(
 ) -> tuple[Hit | None, int]:
     """The finding for the name at [name_start, name_end), and where its value ends (0: none)."""
     text = scan.text
+    first_on_line, line_end = scan.line(name_start)
+    key = (strength, first_on_line, text[name_start - 2 : name_end + _SHORT_READ])
+    known = scan.short.get(key) if name_start >= 2 else None
+    if known is not None:
+        return None, name_end + known
     opening = _opening(text, name_start, name_end)
     if opening is None:
         return None, 0
     value_start, form, bare_end = opening
-    own_line, line_end = scan.line(name_start)
-    own_line = own_line and form in ("=", ":")
+    own_line = first_on_line and form in ("=", ":")
     if (
         0 <= bare_end < value_start + _SHORTEST[strength]
         and not own_line
         and not text.startswith("(", bare_end)
     ):
+        # (remembered where all that was read lies in the key: not after a type annotation
+        # was looked for, which may read further)
+        if (
+            name_start >= 2
+            and bare_end + 2 <= name_end + _SHORT_READ
+            and (form == "=" or text[value_start] not in _NAME_START)
+            and len(scan.short) < _SHORT_MEMO
+        ):
+            scan.short[key] = bare_end - name_end
         return None, bare_end  # too short to be a secret inline (see _MINIMUM)
     if form == "xml":
         match = _XML_TEXT.match(text, value_start, line_end)
@@ -315,6 +331,10 @@ _MINIMUM: dict[tuple[str, str], int] = {
 
 # The shortest bare inline value that can be a secret, by strength (random ones: 16).
 _SHORTEST = {"password": 6, "strong": 8, "weak": 16}
+# How far after a name the key of a short bare value reaches (an operator with its blanks and a
+# value shorter than _SHORTEST), and how many such values are remembered per text.
+_SHORT_READ = 48
+_SHORT_MEMO = 4096
 
 
 def _is_secret(value: str, strength: Strength, place: Place, name: str = "") -> bool:
