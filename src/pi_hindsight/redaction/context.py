@@ -120,12 +120,17 @@ def find_by_context(source: Source) -> Iterator[Hit]:
     outcomes: dict[tuple[str, int, int, int, int, str], int] = {}
     # Each name asked for ends after the last one seen and after what was scanned: the names
     # inside a scanned window are never looked at.
-    while (name := openers.first(max(after, scanned), by_end=True)) is not None:
+    # (conditionals, not max(): this loop runs once per name in adversarial text)
+    while (name := openers.first(after if after > scanned else scanned, by_end=True)) is not None:
         name_start, name_end, strength, _ = name
         after = name_end + 1
-        window_end = _window_end(openers, name, size)
-        start = max(name_end, scanned)
-        low, high = max(0, name_start - _READ_BEFORE), name_end + _READ_AFTER
+        if strength == "vendor":
+            window_end = _window_end(openers, name, size)
+        else:
+            window_end = name_end + _WINDOW if name_end + _WINDOW < size else size
+        start = scanned if scanned > name_end else name_end
+        low = name_start - _READ_BEFORE if name_start > _READ_BEFORE else 0
+        high = name_end + _READ_AFTER
         key = (
             strength,
             name_start - low,
