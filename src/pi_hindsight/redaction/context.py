@@ -27,6 +27,7 @@ next keyword: windows are 96 characters, so that stays bounded).
 from __future__ import annotations
 
 import functools
+import operator
 import re
 import string
 from collections.abc import Iterator
@@ -116,8 +117,9 @@ def find_by_context(source: Source) -> Iterator[Hit]:
     after = 0  # the names ending before this have been seen
     # What a window came to when it found nothing, by what it read (see _READ_BEFORE): the
     # same window recurs throughout adversarial text ("algolia-password " repeated), and is
-    # then judged once. The new ``scanned`` from ``low``, or _UNMOVED.
-    outcomes: dict[tuple[str, int, int, int, int, str], int] = {}
+    # then judged once. The new ``scanned`` from ``low``, or _UNMOVED; or the bounds of a
+    # password in prose, from ``low``.
+    outcomes: dict[tuple[str, int, int, int, int, str], int | tuple[int, int]] = {}
     # Each name asked for ends after the last one seen and after what was scanned: the names
     # inside a scanned window are never looked at.
     # (conditionals, not max(): this loop runs once per name in adversarial text)
@@ -140,10 +142,17 @@ def find_by_context(source: Source) -> Iterator[Hit]:
             text[low:high],
         )
         known = outcomes.get(key)
-        if known is not None:
+        if isinstance(known, int):
             scanned = scanned if known == _UNMOVED else low + known
             continue
-        if strength == "password" and (finding := _prose_password(text, name_end)) is not None:
+        finding: Hit | None = None
+        if known is not None:  # a password in prose, from low
+            finding = (low + known[0], low + known[1], "password_in_prose")
+        elif strength == "password":
+            finding = _prose_password(text, name_end)
+            if finding is not None and len(outcomes) < _MEMO_SIZE:
+                outcomes[key] = (finding[0] - low, finding[1] - low)
+        if finding is not None:
             scanned = max(scanned, finding[1])
             yield finding
             continue
@@ -151,24 +160,30 @@ def find_by_context(source: Source) -> Iterator[Hit]:
         if outcome.remembered and len(outcomes) < _MEMO_SIZE:
             moved = outcome.scanned != _UNMOVED
             outcomes[key] = outcome.scanned - low if moved else _UNMOVED
-        if outcome.scanned != _UNMOVED:
-            scanned = outcome.scanned
+        scanned = scanned if outcome.scanned == _UNMOVED else outcome.scanned
         if outcome.literal is not None:
             yield outcome.literal
         if outcome.token is None:
             continue
         token_start, token_end = outcome.token
-        # The nearest secret name before the token (any, weak ones too) is the one the gap is
-        # measured from.
         everyone = everyone or Names(source)
-        nearest = strength
-        while (following := everyone.first(after, by_end=True)) is not None:
-            if following[1] > token_start:
-                break
-            name_start, name_end, nearest = following[0], following[1], following[2]
-            after = name_end + 1
-        if _linked(source, (name_start, name_end, nearest, False), token_start, token_end):
-            yield (token_start, token_end, _vendor_kind(lowered, name_start, token_start))
+        nearest, after = _nearest(
+            everyone, (name_start, name_end, strength, False), after, token_start
+        )
+        if _linked(source, nearest, token_start, token_end):
+            yield (token_start, token_end, _vendor_kind(lowered, nearest[0], token_start))
+
+
+def _nearest(everyone: Names, name: NameHit, after: int, token_start: int) -> tuple[NameHit, int]:
+    """The nearest secret name before the token (any, weak ones too: the one the gap is
+    measured from), ``name`` or one after it, and where the names not yet seen start (the
+    names ending before ``after`` have been)."""
+    while (following := everyone.first(after, by_end=True)) is not None:
+        if following[1] > token_start:
+            break
+        name = (following[0], following[1], following[2], False)
+        after = following[1] + 1
+    return name, after
 
 
 class _Outcome(NamedTuple):
@@ -406,6 +421,9 @@ def _approle(source: Source) -> Iterator[Hit]:
 def _paired(source: Source) -> Iterator[Hit]:
     """The secret half of a key pair written next to its public half."""
     yield from _approle(source)
+    kinds = set(map(operator.itemgetter(2), source.found))  # (C-level: findings can be dense)
+    if "aws_access_key_id" not in kinds and "twilio_key" not in kinds:
+        return
     text = source.text
     for kind, shape, secret_kind in _PAIRED:
         for _, found_end, found_kind in source.found:
