@@ -108,8 +108,9 @@ class _Scan:
         # The line of the last query: its start, end, and where a name first on it would begin.
         self._start, self._end, self._head = 0, -1, -1
         # Where a short bare value ends, from its name's end, by what _assignment read (see
-        # _SHORT_READ): adversarial text repeats ``PASSWORD=x `` tens of thousands of times.
-        self.short: dict[tuple[str, bool, str], int] = {}
+        # _SHORT_READ); or a password's quoted value (its bounds and kind: found): adversarial
+        # text repeats ``PASSWORD=x `` or ``password="`` tens of thousands of times.
+        self.short: dict[tuple[str, bool, str], int | tuple[int, int, str]] = {}
 
     def line(self, name_start: int) -> tuple[bool, int]:
         """Whether the name stands first on its line (.env, YAML, shell), and the line's end."""
@@ -169,7 +170,7 @@ def _assignment(
     key = (strength, first_on_line, text[name_start - 2 : name_end + _SHORT_READ])
     known = scan.short.get(key) if name_start >= 2 else None
     if known is not None:
-        return None, name_end + known
+        return _recalled(known, name_end)
     opening = _opening(text, name_start, name_end)
     if opening is None:
         return None, 0
@@ -190,6 +191,7 @@ def _assignment(
         ):
             scan.short[key] = bare_end - name_end
         return None, bare_end  # too short to be a secret inline (see _MINIMUM)
+    quoted_password = False
     if form == "xml":
         match = _XML_TEXT.match(text, value_start, line_end)
         value: _Value | None = None if match is None else (value_start, match.end() - 2, "bare")
@@ -204,6 +206,8 @@ def _assignment(
         # line of its own (``"forgotPassword": "Forgot password?"`` is a label).
         quoted_name = name_start > 0 and text[name_start - 1] in "\"'`"
         value, resume = _quoted(scan, value_start, line_end, own_line and not quoted_name)
+        # (a password's quoted value, ``password="`` repeated: judged by the value alone)
+        quoted_password = strength == "password" and form == "="
     elif own_line:
         value, resume = _rest_of_line(text, value_start, line_end, shell=form == "=")
     else:
@@ -213,11 +217,24 @@ def _assignment(
     start, end, place = value
     # (the name is passed only where it can name a token: adversarial text repeats "password=")
     name = "" if strength == "password" else text[name_start:name_end]
-    if not _is_secret(text[start:end], strength, place, name) and not (
+    secret = _is_secret(text[start:end], strength, place, name) or bool(
         name and _service_key(text, name_start, name, text[start:end])
-    ):
-        return None, end
-    return (start, end, "env_assignment" if own_line else "secret_assignment"), end
+    )
+    kind = "env_assignment" if own_line else "secret_assignment"
+    found: Hit | None = (start, end, kind) if secret else None
+    remember = quoted_password and end + 2 <= name_end + _SHORT_READ and name_start >= 2
+    if remember and len(scan.short) < _SHORT_MEMO:  # (its closing quote lies in the key)
+        scan.short[key] = (
+            end - name_end if found is None else (start - name_end, end - name_end, found[2])
+        )
+    return found, end
+
+
+def _recalled(known: int | tuple[int, int, str], name_end: int) -> tuple[Hit | None, int]:
+    """What _assignment remembered (see _Scan.short) for a name ending at ``name_end``."""
+    if isinstance(known, int):
+        return None, name_end + known
+    return (name_end + known[0], name_end + known[1], known[2]), name_end + known[1]
 
 
 def _opening(text: str, name_start: int, name_end: int) -> tuple[int, str, int] | None:
@@ -332,7 +349,8 @@ _MINIMUM: dict[tuple[str, str], int] = {
 # The shortest bare inline value that can be a secret, by strength (random ones: 16).
 _SHORTEST = {"password": 6, "strong": 8, "weak": 16}
 # How far after a name the key of a short bare value reaches (an operator with its blanks and a
-# value shorter than _SHORTEST), and how many such values are remembered per text.
+# value shorter than _SHORTEST; a password's short quoted value), and how many such values are
+# remembered per text.
 _SHORT_READ = 48
 _SHORT_MEMO = 4096
 
