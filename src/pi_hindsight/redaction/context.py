@@ -21,7 +21,9 @@
 
 Each keyword's window starts where the previous one's scan ended, so every character is scanned
 a bounded number of times (a service's name whose token does not fit leaves the token to the
-next keyword: windows are 96 characters, so that stays bounded).
+next keyword: windows are 96 characters, so that stays bounded). A window that finds nothing,
+or a password in prose, is remembered per text by what its judgement reads (see _READ_BEFORE):
+adversarial text repeats one window tens of thousands of times.
 """
 
 from __future__ import annotations
